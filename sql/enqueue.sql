@@ -1,0 +1,15 @@
+-- Inserts one job and notifies the channel in the same statement, so the wakeup is
+-- delivered exactly when the row commits (and never on rollback).
+-- Parameters: id, kind, payload (JSON text), priority, delay (s) | at, max_attempts.
+-- Returns: id.
+WITH inserted AS (
+    INSERT INTO {jobs} (id, kind, payload, priority, visible_at, max_attempts)
+    VALUES (
+        %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s,
+        coalesce(%(at)s::timestamptz,
+                 now() + make_interval(secs => coalesce(%(delay)s::float8, 0))),
+        %(max_attempts)s)
+    RETURNING id, kind
+)
+SELECT inserted.id
+FROM inserted CROSS JOIN LATERAL (SELECT pg_notify({channel}, inserted.kind)) AS n

@@ -1,0 +1,18 @@
+-- Inserts many jobs (without dedup keys) from parallel arrays in one statement and
+-- sends one notification per distinct kind, not one per row.
+-- Parameters: ids, kinds, payloads (JSON text), priorities, delays (s), ats, max_attempts.
+-- Returns: the number of distinct kinds notified.
+WITH inserted AS (
+    INSERT INTO {jobs} (id, kind, payload, priority, visible_at, max_attempts)
+    SELECT j.id, j.kind, j.payload, j.priority,
+           coalesce(j.at, now() + make_interval(secs => coalesce(j.delay, 0))),
+           j.max_attempts
+    FROM unnest(%(ids)s::uuid[], %(kinds)s::text[], %(payloads)s::jsonb[],
+                %(priorities)s::smallint[], %(delays)s::float8[], %(ats)s::timestamptz[],
+                %(max_attempts)s::integer[])
+         AS j (id, kind, payload, priority, delay, at, max_attempts)
+    RETURNING kind
+)
+SELECT count(*)
+FROM (SELECT DISTINCT kind FROM inserted) AS k
+CROSS JOIN LATERAL (SELECT pg_notify({channel}, k.kind)) AS n

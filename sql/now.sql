@@ -1,0 +1,3 @@
+-- The database's clock, which decides every eligibility time.
+-- Parameters: none. Returns: now().
+SELECT now()

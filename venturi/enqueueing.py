@@ -1,0 +1,157 @@
+"""Enqueue on any psycopg connection: plain inserts, batches and dedup merges."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import psycopg
+from psycopg.rows import tuple_row
+from ulid import ULID
+
+from venturi import sqlfiles
+from venturi.errors import DuplicateJob, InvalidPayload
+from venturi.models import NewJob
+from venturi.payload import encode_payload
+from venturi.prefix import Prefix
+
+# A dedup statement can find the key's holder gone mid-statement (claimed, or inserted by a
+# transaction our snapshot cannot see); each retry takes a fresh snapshot.
+_DEDUP_ATTEMPTS: Final = 20
+
+
+class Enqueuer:
+    """Writes new jobs on a given connection.
+
+    On a connection inside a transaction the writes join it: nothing is committed or
+    rolled back here, so the jobs and their NOTIFY commit with the caller's own writes.
+    Multi-statement work uses a savepoint there, or a short transaction on an
+    autocommit connection.
+    """
+
+    def __init__(self, prefix: Prefix, max_payload_bytes: int) -> None:
+        self.prefix = prefix
+        self.max_payload_bytes = max_payload_bytes
+
+    def _params(self, job: NewJob, job_id: ULID) -> dict[str, Any]:
+        self._check_size(job)
+        return {
+            "id": job_id.to_uuid(),
+            "kind": job.kind,
+            "payload": job.payload_json,
+            "priority": job.priority,
+            "delay": job.delay_seconds,
+            "at": job.at,
+            "max_attempts": job.max_attempts,
+            "dedup_key": job.dedup_key,
+        }
+
+    def _check_size(self, job: NewJob) -> None:
+        size = len(job.payload_json.encode("utf-8"))
+        if size > self.max_payload_bytes:
+            raise InvalidPayload(
+                f"payload of {job.kind!r} is {size} bytes of JSON; "
+                f"the limit is {self.max_payload_bytes} (max_payload_bytes)"
+            )
+
+    def _query(self, name: str) -> Any:
+        return sqlfiles.query(name, self.prefix)
+
+    def enqueue(self, conn: psycopg.Connection[Any], job: NewJob) -> ULID:
+        job_id = ULID()
+        params = self._params(job, job_id)
+        if job.dedup_key is None:
+            with conn.cursor(row_factory=tuple_row) as cur:
+                _execute(conn, cur, self._query("enqueue"), params)
+            return job_id
+        if job.on_duplicate == "keep":
+            return self._dedup_statement(conn, "enqueue_keep", params, job)
+        if job.on_duplicate == "replace":
+            return self._dedup_statement(conn, "enqueue_replace", params, job)
+        return self._merge_with_function(conn, job, params)
+
+    def _dedup_statement(
+        self, conn: psycopg.Connection[Any], name: str, params: dict[str, Any], job: NewJob
+    ) -> ULID:
+        for _ in range(_DEDUP_ATTEMPTS):
+            with conn.cursor(row_factory=tuple_row) as cur:
+                row = _execute(conn, cur, self._query(name), params)
+            if row is not None:
+                return ULID.from_uuid(row[0])
+        raise DuplicateJob(
+            f"could not enqueue {job.kind!r} with dedup_key {job.dedup_key!r}: the key's "
+            f"holder kept changing for {_DEDUP_ATTEMPTS} attempts"
+        )
+
+    def _merge_with_function(
+        self, conn: psycopg.Connection[Any], job: NewJob, params: dict[str, Any]
+    ) -> ULID:
+        merge = job.on_duplicate
+        assert callable(merge)
+        key = {"kind": job.kind, "dedup_key": job.dedup_key}
+        for _ in range(_DEDUP_ATTEMPTS):
+            with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+                holder = cur.execute(self._query("dedup_holder"), key).fetchone()
+                if holder is None:
+                    inserted = cur.execute(self._query("enqueue_if_absent"), params).fetchone()
+                    if inserted is not None:
+                        return ULID.from_uuid(inserted[0])
+                    continue
+                merged = merge(dict(holder[1]), dict(job.payload))
+                if not isinstance(merged, Mapping):
+                    raise InvalidPayload(
+                        f"merge function for {job.kind!r} returned {type(merged).__name__}, "
+                        "not a dict"
+                    )
+                text = encode_payload(merged, max_bytes=self.max_payload_bytes)
+                note = f"duplicate enqueue merged by {getattr(merge, '__name__', 'merge')}"
+                cur.execute(
+                    self._query("dedup_merge"), {"id": holder[0], "payload": text, "note": note}
+                )
+                return ULID.from_uuid(holder[0])
+        raise DuplicateJob(
+            f"could not merge {job.kind!r} with dedup_key {job.dedup_key!r} after "
+            f"{_DEDUP_ATTEMPTS} attempts"
+        )
+
+    def enqueue_many(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[ULID]:
+        ids = [ULID() for _ in jobs]
+        plain = [(i, j) for i, j in zip(ids, jobs, strict=True) if j.dedup_key is None]
+        deduped = [j for j in jobs if j.dedup_key is not None]
+        for job in jobs:
+            self._check_size(job)
+        if not jobs:
+            return []
+        params = {
+            "ids": [i.to_uuid() for i, _ in plain],
+            "kinds": [j.kind for _, j in plain],
+            "payloads": [j.payload_json for _, j in plain],
+            "priorities": [j.priority for _, j in plain],
+            "delays": [j.delay_seconds for _, j in plain],
+            "ats": [j.at for _, j in plain],
+            "max_attempts": [j.max_attempts for _, j in plain],
+        }
+        if not deduped:
+            with conn.cursor(row_factory=tuple_row) as cur:
+                _execute(conn, cur, self._query("enqueue_many"), params)
+            return ids
+        with conn.transaction():
+            if plain:
+                with conn.cursor(row_factory=tuple_row) as cur:
+                    cur.execute(self._query("enqueue_many"), params)
+            result = list(ids)
+            for index, job in enumerate(jobs):
+                if job.dedup_key is not None:
+                    result[index] = self.enqueue(conn, job)
+            return result
+
+
+def _execute(
+    conn: psycopg.Connection[Any],
+    cur: psycopg.Cursor[tuple[Any, ...]],
+    query: Any,
+    params: dict[str, Any],
+) -> tuple[Any, ...] | None:
+    """Run one statement and return its first row, if it returns any."""
+    cur.execute(query, params)
+    return cur.fetchone() if cur.description else None

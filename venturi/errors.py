@@ -1,0 +1,47 @@
+"""The exceptions venturi raises. Every one derives from `VenturiError`."""
+
+from __future__ import annotations
+
+
+class VenturiError(Exception):
+    """Base class of every error venturi raises on purpose."""
+
+
+class InvalidPrefix(VenturiError, ValueError):
+    """A table-name prefix broke the naming rule; nothing was written."""
+
+
+class InvalidJob(VenturiError, ValueError):
+    """A job's kind, priority, timing or options broke a rule; nothing was written."""
+
+
+class InvalidPayload(InvalidJob):
+    """A payload is not a JSON object PostgreSQL can store exactly; nothing was written."""
+
+
+class UnknownKind(VenturiError, LookupError):
+    """A strict queue was asked to enqueue a kind that no handler is registered for."""
+
+
+class ConfigurationError(VenturiError, ValueError):
+    """A queue or worker option is out of range (pool size, concurrency, lease, ...)."""
+
+
+class StoreUnavailable(VenturiError):
+    """The database could not be reached, or did not answer in time."""
+
+
+class SchemaError(VenturiError):
+    """The database schema does not match what this version of venturi expects."""
+
+
+class MigrationLockTimeout(SchemaError):
+    """Another session held the prefix's migration lock for longer than allowed."""
+
+
+class DuplicateJob(VenturiError):
+    """A transition would create a second pending job with the same dedup key."""
+
+
+class ForkedError(VenturiError):
+    """A queue or worker created before `os.fork()` was used in the child process."""

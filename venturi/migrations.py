@@ -1,0 +1,89 @@
+"""Forward-only, numbered migrations applied under a per-prefix advisory lock."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+from psycopg import errors
+
+from venturi import sqlfiles
+from venturi.errors import MigrationLockTimeout, SchemaError
+from venturi.prefix import Prefix
+
+logger = logging.getLogger("venturi.store")
+
+
+def known_migrations() -> list[tuple[int, str]]:
+    """(version, name) of every migration this code ships, in order."""
+    return [(int(name.split("_", 1)[0]), name) for name in sqlfiles.migration_names()]
+
+
+def latest_version() -> int:
+    return known_migrations()[-1][0]
+
+
+def migrate(conn: psycopg.Connection[Any], prefix: Prefix, lock_timeout: float) -> list[str]:
+    """Apply every missing migration in one transaction; return the names applied.
+
+    Concurrent callers for the same prefix queue on its advisory lock (at most
+    ``lock_timeout`` seconds, then `MigrationLockTimeout`); other prefixes never wait.
+    """
+    applied_now: list[str] = []
+    try:
+        with conn.transaction():
+            conn.execute(
+                sqlfiles.query("migration_lock", prefix),
+                {"key": prefix.lock_key, "timeout": f"{int(lock_timeout * 1000)}ms"},
+            )
+            conn.execute(sqlfiles.query("migration_history_create", prefix))
+            rows = conn.execute(sqlfiles.query("migration_versions", prefix)).fetchall()
+            applied = {int(row[0]) for row in rows}
+            _refuse_newer(prefix, applied)
+            for version, name in known_migrations():
+                if version in applied:
+                    continue
+                conn.execute(sqlfiles.query(f"migrations/{name}", prefix))
+                conn.execute(
+                    sqlfiles.query("migration_record", prefix), {"version": version, "name": name}
+                )
+                applied_now.append(name)
+    except errors.LockNotAvailable as exc:
+        raise MigrationLockTimeout(
+            f"another session held the migration lock of prefix {prefix.name!r} for more "
+            f"than {lock_timeout:g}s; is a migration stuck? (advisory lock key "
+            f"{prefix.lock_key})"
+        ) from exc
+    if applied_now:
+        logger.info("prefix %s migrated: %s", prefix.name, ", ".join(applied_now))
+    return applied_now
+
+
+def check(conn: psycopg.Connection[Any], prefix: Prefix) -> None:
+    """Raise `SchemaError` unless the prefix's schema is exactly what this code expects."""
+    table = prefix.table("schema_history")
+    exists = conn.execute(sqlfiles.query("schema_exists", prefix), {"table": table}).fetchone()
+    if not exists or not exists[0]:
+        raise SchemaError(
+            f"prefix {prefix.name!r} has no venturi schema in this database; "
+            "run queue.migrate() or `venturi migrate` first"
+        )
+    rows = conn.execute(sqlfiles.query("migration_versions", prefix)).fetchall()
+    applied = {int(row[0]) for row in rows}
+    _refuse_newer(prefix, applied)
+    missing = [name for version, name in known_migrations() if version not in applied]
+    if missing:
+        raise SchemaError(
+            f"prefix {prefix.name!r} lacks migrations {', '.join(missing)}; "
+            "run queue.migrate() or `venturi migrate`"
+        )
+
+
+def _refuse_newer(prefix: Prefix, applied: set[int]) -> None:
+    newest = max(applied, default=0)
+    if newest > latest_version():
+        raise SchemaError(
+            f"prefix {prefix.name!r} is at schema version {newest}, newer than this venturi "
+            f"knows (up to {latest_version()}); upgrade venturi before running it here"
+        )

@@ -1,0 +1,400 @@
+"""Values that cross the store boundary: new-job specs, records, filters, snapshots."""
+
+from __future__ import annotations
+
+import enum
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Final, Literal
+
+import attrs
+from ulid import ULID
+
+from venturi.durations import Duration, require_aware, to_seconds
+from venturi.errors import InvalidJob
+from venturi.payload import encode_json, encode_payload
+
+SMALLINT_MIN: Final = -32768
+SMALLINT_MAX: Final = 32767
+MAX_KIND_LENGTH: Final = 128
+MAX_DEDUP_KEY_LENGTH: Final = 512
+_KIND_PATTERN: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*", re.ASCII)
+
+MergeFn = Callable[[dict[str, Any], dict[str, Any]], Mapping[str, Any]]
+OnDuplicate = Literal["keep", "replace"] | MergeFn
+JobId = ULID | str | uuid.UUID
+
+
+class JobStatus(enum.StrEnum):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES: Final = frozenset({JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED})
+
+
+class Outcome(enum.StrEnum):
+    """What a journal row records."""
+
+    COMPLETED = "completed"
+    RETRIED = "retried"
+    PAUSED = "paused"
+    DEAD = "dead"
+    RELEASED = "released"
+    RECOVERED = "recovered"
+    MERGED = "merged"
+    CANCELLED = "cancelled"
+    REQUEUED = "requeued"
+
+
+def to_uuid(job_id: JobId) -> uuid.UUID:
+    """The uuid a job id is stored as; accepts a ULID, its string form, or a uuid."""
+    if isinstance(job_id, ULID):
+        return job_id.to_uuid()
+    if isinstance(job_id, uuid.UUID):
+        return job_id
+    if isinstance(job_id, str):
+        try:
+            return ULID.from_str(job_id).to_uuid()
+        except ValueError:
+            try:
+                return uuid.UUID(job_id)
+            except ValueError:
+                raise InvalidJob(f"job id {job_id!r} is neither a ULID nor a UUID") from None
+    raise InvalidJob(f"job id must be a ULID or its string form, got {type(job_id).__name__}")
+
+
+def validate_kind(kind: object) -> str:
+    """Return ``kind`` if it is a usable job kind; raise `InvalidJob` naming the rule."""
+    if not isinstance(kind, str):
+        raise InvalidJob(f"kind must be a str, got {type(kind).__name__}")
+    if not kind:
+        raise InvalidJob("kind must not be empty")
+    if len(kind) > MAX_KIND_LENGTH:
+        raise InvalidJob(f"kind is {len(kind)} characters; at most {MAX_KIND_LENGTH} are allowed")
+    if not _KIND_PATTERN.fullmatch(kind):
+        raise InvalidJob(
+            f"kind {kind!r} must be ASCII letters, digits and _ . : / - "
+            "(starting with a letter, digit or _)"
+        )
+    return kind
+
+
+def validate_priority(priority: object, field: str = "priority") -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidJob(f"{field} must be an int, got {type(priority).__name__}")
+    if not SMALLINT_MIN <= priority <= SMALLINT_MAX:
+        raise InvalidJob(
+            f"{field} {priority} is outside smallint range [{SMALLINT_MIN}, {SMALLINT_MAX}]"
+        )
+    return priority
+
+
+def validate_max_attempts(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJob(f"max_attempts must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise InvalidJob(f"max_attempts must be at least 1, got {value}")
+    return value
+
+
+def _validate_dedup_key(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidJob(f"dedup_key must be a str or None, got {type(value).__name__}")
+    if not value or len(value) > MAX_DEDUP_KEY_LENGTH or "\x00" in value:
+        raise InvalidJob(
+            f"dedup_key must be 1 to {MAX_DEDUP_KEY_LENGTH} characters without NUL, "
+            f"got {len(value)} characters"
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidJob("dedup_key is not valid Unicode (a lone surrogate?)") from None
+    return value
+
+
+def _validate_on_duplicate(value: object) -> OnDuplicate:
+    if value in ("keep", "replace") or callable(value):
+        return value  # type: ignore[return-value]
+    raise InvalidJob(
+        f"on_duplicate must be 'keep', 'replace' or a merge function, got {value!r}"
+    )
+
+
+@attrs.frozen
+class NewJob:
+    """A job to enqueue. Every rule of the contract is checked here, before any SQL."""
+
+    kind: str = attrs.field(converter=validate_kind)
+    payload: Mapping[str, Any] = attrs.field(factory=dict)
+    priority: int = attrs.field(default=0, converter=validate_priority)
+    delay: Duration | None = None
+    at: datetime | None = None
+    dedup_key: str | None = attrs.field(default=None, converter=_validate_dedup_key)
+    on_duplicate: OnDuplicate = attrs.field(default="keep", converter=_validate_on_duplicate)
+    max_attempts: int = attrs.field(default=5, converter=validate_max_attempts)
+    payload_json: str = attrs.field(init=False)
+    delay_seconds: float | None = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "payload_json", encode_payload(self.payload, max_bytes=None))
+        if self.delay is not None and self.at is not None:
+            raise InvalidJob("give either delay or at, not both")
+        if self.at is not None:
+            require_aware(self.at, "at")
+        seconds = None if self.delay is None else to_seconds(self.delay, "delay")
+        object.__setattr__(self, "delay_seconds", seconds)
+        if self.dedup_key is None and self.on_duplicate != "keep":
+            raise InvalidJob("on_duplicate needs a dedup_key")
+
+
+JOB_COLUMNS: Final = (
+    "id, kind, payload, priority, status, created_at, visible_at, run_count, failure_count, "
+    "max_attempts, carry, dedup_key, claimed_by, claim_expires_at, finished_at"
+)
+
+
+@attrs.frozen
+class JobRecord:
+    """One row of the jobs table, as it was when read."""
+
+    id: ULID
+    kind: str
+    payload: dict[str, Any]
+    priority: int
+    status: JobStatus
+    created_at: datetime
+    visible_at: datetime
+    run_count: int
+    failure_count: int
+    max_attempts: int
+    carry: Any
+    dedup_key: str | None
+    claimed_by: str | None
+    claim_expires_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> JobRecord:
+        """Build from a row selected in `JOB_COLUMNS` order."""
+        return cls(
+            ULID.from_uuid(row[0]),
+            row[1],
+            row[2],
+            row[3],
+            JobStatus(row[4]),
+            *row[5:],
+        )
+
+    @property
+    def cursor(self) -> HistoryCursor:
+        """The keyset position of this record in `history` order."""
+        return HistoryCursor(self.created_at, self.id)
+
+
+JOURNAL_COLUMNS: Final = "id, job_id, kind, run_no, recorded_at, outcome, note, attachment"
+
+
+@attrs.frozen
+class JournalRecord:
+    """One append-only journal row: a transition that applied."""
+
+    id: int
+    job_id: ULID
+    kind: str
+    run_no: int
+    recorded_at: datetime
+    outcome: Outcome
+    note: str | None
+    attachment: Any
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> JournalRecord:
+        return cls(
+            row[0], ULID.from_uuid(row[1]), row[2], row[3], row[4], Outcome(row[5]), row[6], row[7]
+        )
+
+
+class _Keep:
+    """Marker: leave the job's carry as it is."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Final = _Keep()
+
+
+class SettleAction(enum.StrEnum):
+    COMPLETE = "complete"
+    RETRY = "retry"
+    PAUSE = "pause"
+    DEAD = "dead"
+    RELEASE = "release"
+
+
+@attrs.frozen
+class Settlement:
+    """How a claimed run ends. Built with the named constructors, applied by the store."""
+
+    action: SettleAction
+    delay: float | None = None
+    at: datetime | None = None
+    carry: Any = KEEP
+    note: str | None = None
+    attachment: Any = None
+
+    @property
+    def carry_json(self) -> str | None:
+        """The new carry as JSON text, or None when the carry is kept."""
+        if self.carry is KEEP:
+            return None
+        return encode_json(self.carry, "carry")
+
+    @property
+    def attachment_json(self) -> str | None:
+        return None if self.attachment is None else encode_json(self.attachment, "attachment")
+
+    @classmethod
+    def complete(cls, attachment: Any = None, note: str | None = None) -> Settlement:
+        return cls(SettleAction.COMPLETE, attachment=attachment, note=note)
+
+    @classmethod
+    def retry(
+        cls, delay: Duration = 0, carry: Any = KEEP, note: str | None = None
+    ) -> Settlement:
+        """Count a failure and re-pend after ``delay``; dead once max_attempts is reached."""
+        return cls(SettleAction.RETRY, delay=to_seconds(delay, "retry delay"), carry=carry,
+                   note=note)
+
+    @classmethod
+    def pause(
+        cls,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        carry: Any = KEEP,
+        note: str | None = None,
+    ) -> Settlement:
+        """Re-pend without counting a failure, visible after ``delay`` or at ``at``."""
+        if delay is not None and at is not None:
+            raise InvalidJob("give either after or until, not both")
+        if at is not None:
+            require_aware(at, "until")
+            return cls(SettleAction.PAUSE, at=at, carry=carry, note=note)
+        seconds = 0.0 if delay is None else to_seconds(delay, "pause delay")
+        return cls(SettleAction.PAUSE, delay=seconds, carry=carry, note=note)
+
+    @classmethod
+    def dead(cls, note: str | None = None) -> Settlement:
+        return cls(SettleAction.DEAD, note=note)
+
+    @classmethod
+    def release(cls, note: str | None = None) -> Settlement:
+        """Hand a claimed job back untouched (never started, or stopping)."""
+        return cls(SettleAction.RELEASE, note=note)
+
+
+@attrs.frozen
+class Claim:
+    """The fencing token of one run: which job, which worker, which epoch."""
+
+    job_id: ULID
+    claimed_by: str
+    run_count: int
+
+    @classmethod
+    def of(cls, job: JobRecord) -> Claim:
+        if job.claimed_by is None:
+            raise InvalidJob(f"job {job.id} is not claimed")
+        return cls(job.id, job.claimed_by, job.run_count)
+
+
+@attrs.frozen
+class HistoryCursor:
+    """A keyset position in history order: (created_at, id) descending."""
+
+    created_at: datetime
+    id: ULID
+
+
+def _optional_status(value: object) -> JobStatus | None:
+    if value is None:
+        return None
+    try:
+        return JobStatus(value)
+    except ValueError:
+        choices = ", ".join(s.value for s in JobStatus)
+        raise InvalidJob(f"status must be one of {choices}, got {value!r}") from None
+
+
+def _optional_aware(field: str) -> Callable[[datetime | None], datetime | None]:
+    def convert(value: datetime | None) -> datetime | None:
+        return None if value is None else require_aware(value, field)
+
+    return convert
+
+
+@attrs.frozen
+class HistoryFilter:
+    """Which jobs `history` lists."""
+
+    kind: str | None = None
+    status: JobStatus | None = attrs.field(default=None, converter=_optional_status)
+    finished_since: datetime | None = attrs.field(
+        default=None, converter=_optional_aware("finished_since")
+    )
+    finished_until: datetime | None = attrs.field(
+        default=None, converter=_optional_aware("finished_until")
+    )
+
+
+def _terminal_status(value: object) -> JobStatus | None:
+    status = _optional_status(value)
+    if status is not None and not status.terminal:
+        raise InvalidJob(f"cleanup removes only terminal jobs; status {status.value!r} is not one")
+    return status
+
+
+@attrs.frozen
+class CleanupCriteria:
+    """Which terminal jobs `cleanup` deletes (with their journal)."""
+
+    finished_before: datetime = attrs.field(converter=_optional_aware("finished_before"))
+    kind: str | None = None
+    status: JobStatus | None = attrs.field(default=None, converter=_terminal_status)
+
+
+@attrs.frozen
+class KindStats:
+    """Counts for one kind at one moment."""
+
+    kind: str
+    pending: int
+    scheduled: int
+    claimed: int
+    completed: int
+    dead: int
+    cancelled: int
+    oldest_pending_seconds: float | None
+
+
+@attrs.frozen
+class StatsSnapshot:
+    """Per-kind counts, read in one statement."""
+
+    kinds: tuple[KindStats, ...]
+    taken_at: datetime
+
+    def total(self, field: str) -> int:
+        return sum(int(getattr(k, field)) for k in self.kinds)

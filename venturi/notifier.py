@@ -1,0 +1,163 @@
+"""The LISTEN side: one dedicated autocommit connection that wakes idle workers."""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from venturi import sqlfiles
+from venturi.prefix import Prefix
+
+logger = logging.getLogger("venturi.notifier")
+
+# How long a quiet connection may go before the listener proves it is alive with a
+# round trip; a silently dropped connection is then noticed within this time plus the
+# TCP keepalive window below.
+PING_INTERVAL = 15.0
+RECONNECT_BACKOFF_CAP = 5.0
+_KEEPALIVES: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
+
+
+class PostgresNotifier:
+    """Listens on the prefix's channel over its own connection, never one from the pool.
+
+    `wait` never raises for a lost connection: it reconnects with capped backoff and
+    returns True after reconnecting, since a notification may have been missed.
+    `wake` interrupts a `wait` in another thread at once. Not shared between threads
+    except for `wake` and `close`.
+    """
+
+    def __init__(self, conninfo: str, kwargs: dict[str, Any], prefix: Prefix) -> None:
+        self._conninfo = conninfo
+        self._kwargs = {**_KEEPALIVES, **kwargs, "autocommit": True}
+        self._prefix = prefix
+        self._conn: psycopg.Connection[Any] | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._closed = threading.Event()
+        self._failures = 0
+        self._last_activity = 0.0
+        self.reconnects = 0
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.closed
+
+    def connect(self) -> None:
+        """Open the connection and LISTEN; raises `psycopg.OperationalError` on failure."""
+        conn = psycopg.Connection.connect(self._conninfo, **self._kwargs)
+        conn.execute(sqlfiles.query("listen", self._prefix))
+        self._conn = conn
+        self._last_activity = time.monotonic()
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` s; True if a notification arrived or we reconnected."""
+        if self._closed.is_set():
+            return False
+        if not self.connected:
+            return self._reconnect(timeout)
+        try:
+            return self._wait_connected(max(0.0, timeout))
+        except psycopg.Error as exc:
+            self._drop(exc)
+            return self._reconnect(timeout)
+
+    def _wait_connected(self, timeout: float) -> bool:
+        conn = self._conn
+        assert conn is not None
+        if self._collect(conn):
+            return True
+        if time.monotonic() - self._last_activity > PING_INTERVAL:
+            conn.execute("SELECT 1")
+            self._last_activity = time.monotonic()
+            if self._collect(conn):
+                return True
+        ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], timeout)
+        if self._wake_r in ready:
+            self._drain_wake()
+            return False
+        if ready:
+            return self._collect(conn)
+        return False
+
+    def _collect(self, conn: psycopg.Connection[Any]) -> bool:
+        received = False
+        for _ in conn.notifies(timeout=0):
+            received = True
+        if received:
+            self._last_activity = time.monotonic()
+        if conn.closed or conn.broken:
+            raise psycopg.OperationalError("listener connection closed")
+        return received
+
+    def _drop(self, exc: BaseException) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+        if not self._closed.is_set():
+            logger.warning("listener connection lost (%s); reconnecting", _first_line(exc))
+
+    def _reconnect(self, timeout: float) -> bool:
+        delay = min(RECONNECT_BACKOFF_CAP, 0.1 * (2 ** min(self._failures, 10)))
+        if self._failures and self._closed.wait(min(delay, timeout)):
+            return False
+        try:
+            self.connect()
+        except psycopg.Error as exc:
+            self._failures += 1
+            if self._failures == 1 or delay >= RECONNECT_BACKOFF_CAP and self._failures % 10 == 0:
+                logger.warning("listener cannot connect (%s); retrying", _first_line(exc))
+            return False
+        if self._failures or self.reconnects:
+            logger.info("listener reconnected")
+        self._failures = 0
+        self.reconnects += 1
+        return True
+
+    def wake(self) -> None:
+        """Make a `wait` in progress (or the next one) return at once."""
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 512):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def backend_pid(self) -> int | None:
+        """The server process of the LISTEN connection (for diagnostics and tests)."""
+        return None if self._conn is None else self._conn.info.backend_pid
+
+    def close(self) -> None:
+        self._closed.set()
+        self.wake()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

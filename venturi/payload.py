@@ -1,0 +1,75 @@
+"""Payload checks: a JSON object that PostgreSQL's jsonb stores and returns exactly."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+from venturi.errors import InvalidPayload
+
+DEFAULT_MAX_PAYLOAD_BYTES: Final = 1_048_576
+MAX_DEPTH: Final = 64
+
+
+def _check(value: Any, path: str, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise InvalidPayload(f"payload nests deeper than {MAX_DEPTH} levels at {path}")
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidPayload(f"payload holds {value!r} at {path}; JSON has no NaN or Infinity")
+        return
+    if isinstance(value, str):
+        _check_text(value, path)
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidPayload(
+                    f"payload key {key!r} at {path} is a {type(key).__name__}; JSON keys are str"
+                )
+            _check_text(key, f"{path} (key)")
+            _check(item, f"{path}.{key}", depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check(item, f"{path}[{index}]", depth + 1)
+        return
+    raise InvalidPayload(
+        f"payload value at {path} is a {type(value).__name__}, which is not JSON-serialisable"
+    )
+
+
+def _check_text(text: str, path: str) -> None:
+    if "\x00" in text:
+        raise InvalidPayload(f"payload text at {path} holds a NUL character, which jsonb refuses")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidPayload(
+            f"payload text at {path} is not valid Unicode (a lone surrogate?)"
+        ) from exc
+
+
+def encode_json(value: Any, field: str = "payload", *, max_bytes: int | None = None) -> str:
+    """Check ``value`` and return its compact JSON text (for a ``::jsonb`` parameter)."""
+    _check(value, field, 0)
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    if max_bytes is not None:
+        size = len(text.encode("utf-8"))
+        if size > max_bytes:
+            raise InvalidPayload(f"{field} is {size} bytes of JSON; the limit is {max_bytes}")
+    return text
+
+
+def encode_payload(payload: object, *, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
+    """Check that ``payload`` is a JSON object within ``max_bytes`` and return its text."""
+    if not isinstance(payload, Mapping):
+        raise InvalidPayload(
+            f"payload must be a JSON object (a dict of keyword arguments), "
+            f"got {type(payload).__name__}"
+        )
+    return encode_json(payload, "payload", max_bytes=max_bytes)

@@ -1,0 +1,351 @@
+"""`PostgresStore`: the store protocol over a psycopg connection pool."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Final
+
+import psycopg
+from psycopg import errors, sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+from ulid import ULID
+
+from venturi import migrations, sqlfiles
+from venturi.enqueueing import Enqueuer
+from venturi.errors import ConfigurationError, DuplicateJob, StoreUnavailable
+from venturi.models import (
+    Claim,
+    CleanupCriteria,
+    HistoryCursor,
+    HistoryFilter,
+    JobId,
+    JobRecord,
+    JournalRecord,
+    NewJob,
+    Settlement,
+    SettleAction,
+    StatsSnapshot,
+    KindStats,
+    SMALLINT_MIN,
+    to_uuid,
+)
+from venturi.notifier import PostgresNotifier
+from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from venturi.prefix import Prefix
+
+logger = logging.getLogger("venturi.store")
+
+DEFAULT_POOL_SIZE: Final = 10
+DEFAULT_CONNECT_TIMEOUT: Final = 5
+DEFAULT_POOL_TIMEOUT: Final = 10.0
+_SETTLE_FILES: Final = {
+    SettleAction.RETRY: "settle_retry",
+    SettleAction.PAUSE: "settle_pause",
+    SettleAction.DEAD: "settle_dead",
+    SettleAction.RELEASE: "settle_release",
+}
+
+
+def _redacted(conninfo: str) -> str:
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        return "<unparseable DSN>"
+    return " ".join(f"{k}={v}" for k, v in params.items() if k not in ("password", "passfile"))
+
+
+class PostgresStore:
+    """The store over a `psycopg_pool.ConnectionPool`, under one table-name prefix.
+
+    Built with `from_dsn` (it opens and later closes its own pool) or `from_pool` (it
+    borrows the caller's pool and never closes it). Thread-safe: every operation takes a
+    pooled connection for one statement or one short transaction. Database outages
+    surface as `StoreUnavailable`.
+    """
+
+    def __init__(
+        self,
+        pool: ConnectionPool[Any],
+        prefix: Prefix,
+        *,
+        owns_pool: bool,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        migration_lock_timeout: float = 60.0,
+    ) -> None:
+        if max_payload_bytes < 1:
+            raise ConfigurationError(f"max_payload_bytes must be positive, got {max_payload_bytes}")
+        self.pool = pool
+        self.prefix = prefix
+        self.owns_pool = owns_pool
+        self.max_payload_bytes = max_payload_bytes
+        self.migration_lock_timeout = migration_lock_timeout
+        self._enqueuer = Enqueuer(prefix, max_payload_bytes)
+
+    @classmethod
+    def from_dsn(
+        cls,
+        dsn: str,
+        prefix: Prefix,
+        *,
+        pool_size: int | None = None,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        **options: Any,
+    ) -> PostgresStore:
+        """Open a pool of ``pool_size`` autocommit connections (libpq defaults for "")."""
+        size = DEFAULT_POOL_SIZE if pool_size is None else pool_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigurationError(f"pool_size must be a positive int, got {pool_size!r}")
+        try:
+            params = conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError(f"dsn is not a valid connection string: {exc}") from None
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in params:
+            kwargs["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
+        pool: ConnectionPool[Any] = ConnectionPool(
+            dsn,
+            min_size=min(2, size),
+            max_size=size,
+            kwargs=kwargs,
+            timeout=pool_timeout,
+            name=f"venturi-{prefix.name}",
+            open=False,
+        )
+        pool.open(wait=False)
+        return cls(pool, prefix, owns_pool=True, **options)
+
+    @classmethod
+    def from_pool(cls, pool: ConnectionPool[Any], prefix: Prefix, **options: Any) -> PostgresStore:
+        """Borrow a caller's pool; venturi never closes it."""
+        return cls(pool, prefix, owns_pool=False, **options)
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; outages and pool exhaustion become `StoreUnavailable`."""
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise StoreUnavailable(
+                f"no database connection within {self.pool.timeout:g}s "
+                f"({_redacted(self.pool.conninfo)}): {exc}"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"database unavailable: {_first_line(exc)}") from exc
+
+    def _fetch(
+        self, name: str, params: dict[str, Any] | None = None
+    ) -> list[tuple[Any, ...]]:
+        with self.connection() as conn:
+            return _run(conn, sqlfiles.query(name, self.prefix), params)
+
+    # -- schema -----------------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        with self.connection() as conn:
+            return migrations.migrate(conn, self.prefix, self.migration_lock_timeout)
+
+    def check_schema(self) -> None:
+        with self.connection() as conn:
+            migrations.check(conn, self.prefix)
+
+    # -- enqueue ----------------------------------------------------------------------
+
+    def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
+        if conn is not None:
+            return self._enqueuer.enqueue(conn, job)
+        with self.connection() as own:
+            return self._enqueuer.enqueue(own, job)
+
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
+    ) -> list[ULID]:
+        if conn is not None:
+            return self._enqueuer.enqueue_many(conn, jobs)
+        with self.connection() as own:
+            return self._enqueuer.enqueue_many(own, jobs)
+
+    # -- claim and settle -------------------------------------------------------------
+
+    def claim(
+        self,
+        worker: str,
+        leases: dict[str, float],
+        limit: int,
+        priority_floor: int | None = None,
+    ) -> list[JobRecord]:
+        if limit < 1 or not leases:
+            return []
+        rows = self._fetch(
+            "claim",
+            {
+                "kinds": list(leases),
+                "leases": [float(v) for v in leases.values()],
+                "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
+                "limit": limit,
+                "worker": worker,
+            },
+        )
+        jobs = [JobRecord.from_row(row) for row in rows]
+        jobs.sort(key=lambda j: (-j.priority, j.visible_at, j.id))
+        return jobs
+
+    def settle(self, claim: Claim, settlement: Settlement) -> bool:
+        if settlement.action is SettleAction.COMPLETE:
+            return claim.job_id in self.complete_many([(claim, settlement)])
+        carry = settlement.carry_json
+        params = {
+            "id": claim.job_id.to_uuid(),
+            "owner": claim.claimed_by,
+            "run": claim.run_count,
+            "delay": settlement.delay,
+            "at": settlement.at,
+            "set_carry": carry is not None,
+            "carry": carry,
+            "note": settlement.note,
+        }
+        name = _SETTLE_FILES[settlement.action]
+        try:
+            return bool(self._fetch(name, params))
+        except errors.UniqueViolation:
+            # A newer pending job took the dedup key between our check and our write;
+            # the statement changed nothing, so running it again is safe.
+            return bool(self._fetch(name, params))
+
+    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> set[ULID]:
+        if not items:
+            return set()
+        rows = self._fetch(
+            "settle_complete",
+            {
+                "ids": [c.job_id.to_uuid() for c, _ in items],
+                "owners": [c.claimed_by for c, _ in items],
+                "runs": [c.run_count for c, _ in items],
+                "attachments": [s.attachment_json for _, s in items],
+                "notes": [s.note for _, s in items],
+            },
+        )
+        return {ULID.from_uuid(row[0]) for row in rows}
+
+    def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> set[ULID]:
+        if not leases:
+            return set()
+        rows = self._fetch(
+            "extend_lease",
+            {
+                "ids": [c.job_id.to_uuid() for c, _ in leases],
+                "owners": [c.claimed_by for c, _ in leases],
+                "runs": [c.run_count for c, _ in leases],
+                "leases": [float(s) for _, s in leases],
+            },
+        )
+        return {ULID.from_uuid(row[0]) for row in rows}
+
+    def find_stale(self, limit: int = 100) -> list[JobRecord]:
+        return [JobRecord.from_row(r) for r in self._fetch("find_stale", {"limit": limit})]
+
+    def recover(self, job: JobRecord, delay: float = 0.0) -> bool:
+        params = {"id": job.id.to_uuid(), "run": job.run_count, "delay": float(delay)}
+        try:
+            return bool(self._fetch("recover", params))
+        except errors.UniqueViolation:
+            return bool(self._fetch("recover", params))
+
+    def next_visible_at(self, kinds: Sequence[str]) -> datetime | None:
+        if not kinds:
+            return None
+        rows = self._fetch("next_visible_at", {"kinds": list(kinds)})
+        return rows[0][0] if rows else None
+
+    def now(self) -> datetime:
+        value: datetime = self._fetch("now")[0][0]
+        return value
+
+    def notifier(self) -> PostgresNotifier:
+        """A new listener built from the pool's own connection parameters (TLS included)."""
+        kwargs = {k: v for k, v in self.pool.kwargs.items() if k != "autocommit"}
+        return PostgresNotifier(self.pool.conninfo, kwargs, self.prefix)
+
+    def notify(self, payload: str) -> None:
+        self._fetch("notify", {"payload": payload})
+
+    # -- reading and housekeeping -----------------------------------------------------
+
+    def get(self, job_id: JobId) -> JobRecord | None:
+        rows = self._fetch("get", {"id": to_uuid(job_id)})
+        return JobRecord.from_row(rows[0]) if rows else None
+
+    def journal(self, job_id: JobId) -> list[JournalRecord]:
+        return [JournalRecord.from_row(r) for r in self._fetch("journal", {"id": to_uuid(job_id)})]
+
+    def history(
+        self, filter: HistoryFilter, before: HistoryCursor | None = None, limit: int = 50
+    ) -> list[JobRecord]:
+        params = {
+            "kind": filter.kind,
+            "status": None if filter.status is None else filter.status.value,
+            "finished_since": filter.finished_since,
+            "finished_until": filter.finished_until,
+            "before_created_at": None if before is None else before.created_at,
+            "before_id": None if before is None else before.id.to_uuid(),
+            "limit": limit,
+        }
+        return [JobRecord.from_row(r) for r in self._fetch("history", params)]
+
+    def cleanup(self, criteria: CleanupCriteria, batch: int = 1000) -> int:
+        params = {
+            "finished_before": criteria.finished_before,
+            "kind": criteria.kind,
+            "status": None if criteria.status is None else criteria.status.value,
+            "batch": batch,
+        }
+        total = 0
+        while True:
+            deleted = int(self._fetch("cleanup", params)[0][0])
+            total += deleted
+            if deleted < batch:
+                return total
+
+    def stats(self) -> StatsSnapshot:
+        rows = self._fetch("stats")
+        kinds = tuple(KindStats(*row[:8]) for row in rows)
+        taken_at = rows[0][8] if rows else self.now()
+        return StatsSnapshot(kinds, taken_at)
+
+    def cancel(self, job_id: JobId, note: str | None = None) -> bool:
+        return bool(self._fetch("cancel", {"id": to_uuid(job_id), "note": note}))
+
+    def requeue(self, job_id: JobId, note: str | None = None) -> bool:
+        try:
+            return bool(self._fetch("requeue", {"id": to_uuid(job_id), "note": note}))
+        except errors.UniqueViolation as exc:
+            raise DuplicateJob(
+                f"job {job_id} cannot be requeued: another pending job holds its dedup key"
+            ) from exc
+
+    def close(self) -> None:
+        """Close the pool if this store opened it; a borrowed pool is left alone."""
+        if self.owns_pool:
+            self.pool.close()
+
+
+def _run(
+    conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
+) -> list[tuple[Any, ...]]:
+    """Run one statement. Pool connections autocommit, or (a borrowed pool's) commit when
+    `ConnectionPool.connection` returns them, so each statement is its own transaction."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,96 @@
+"""The table-name prefix: validation and every name derived from it."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Final
+
+import attrs
+from psycopg import sql
+
+from venturi.errors import InvalidPrefix
+
+_PATTERN: Final = re.compile(r"[a-z][a-z0-9_]*", re.ASCII)
+_IDENTIFIER_LIMIT: Final = 63
+
+# Every object venturi creates, by placeholder name -> suffix appended to the prefix.
+# Constraints are named explicitly so PostgreSQL never derives a longer name.
+_SUFFIXES: Final = {
+    "jobs": "_jobs",
+    "journal": "_journal",
+    "schema_history": "_schema_history",
+    "jobs_pkey": "_jobs_pkey",
+    "jobs_status_check": "_jobs_status_ck",
+    "journal_pkey": "_journal_pkey",
+    "journal_job_fkey": "_journal_job_fk",
+    "journal_outcome_check": "_journal_out_ck",
+    "schema_history_pkey": "_schema_hist_pkey",
+    "claim_idx": "_jobs_claim_idx",
+    "stale_idx": "_jobs_stale_idx",
+    "history_idx": "_jobs_hist_idx",
+    "finished_idx": "_jobs_fin_idx",
+    "dedup_idx": "_jobs_dedup_idx",
+    "journal_job_idx": "_journal_job_idx",
+    "journal_id_seq": "_journal_id_seq",
+}
+LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
+MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX
+
+
+def _validate(_instance: object, _attribute: object, value: object) -> None:
+    if not isinstance(value, str):
+        raise InvalidPrefix(f"prefix must be a str, got {type(value).__name__}")
+    if not _PATTERN.fullmatch(value):
+        raise InvalidPrefix(
+            f"prefix {value!r} must match ^[a-z][a-z0-9_]*$ "
+            "(ASCII lowercase letter first, then lowercase letters, digits or underscores)"
+        )
+    if len(value) > MAX_PREFIX_LENGTH:
+        raise InvalidPrefix(
+            f"prefix {value!r} is {len(value)} characters; at most {MAX_PREFIX_LENGTH} fit, "
+            f"since prefix + the longest suffix ({LONGEST_SUFFIX}) must stay within "
+            f"PostgreSQL's {_IDENTIFIER_LIMIT}-byte identifier limit"
+        )
+
+
+@attrs.frozen
+class Prefix:
+    """A validated prefix and the names of the tables, indexes and channel under it."""
+
+    name: str = attrs.field(validator=_validate)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def table(self, placeholder: str) -> str:
+        """The full object name for a placeholder such as ``jobs`` or ``claim_idx``."""
+        return self.name + _SUFFIXES[placeholder]
+
+    @property
+    def jobs(self) -> str:
+        return self.table("jobs")
+
+    @property
+    def journal(self) -> str:
+        return self.table("journal")
+
+    @property
+    def channel(self) -> str:
+        """The LISTEN/NOTIFY channel; the same name as the jobs table."""
+        return self.jobs
+
+    @property
+    def lock_key(self) -> int:
+        """A stable signed 64-bit advisory-lock key derived from the prefix's content."""
+        digest = hashlib.blake2b(b"venturi-migrate:" + self.name.encode(), digest_size=8)
+        return int.from_bytes(digest.digest(), "big", signed=True)
+
+    def placeholders(self) -> dict[str, sql.Composable]:
+        """The closed set of names a SQL file may use, ready for `sql.SQL.format`."""
+        names: dict[str, sql.Composable] = {
+            key: sql.Identifier(self.name + suffix) for key, suffix in _SUFFIXES.items()
+        }
+        names["channel"] = sql.Literal(self.channel)
+        names["channel_ident"] = sql.Identifier(self.channel)
+        return names

@@ -1,0 +1,94 @@
+"""The store protocol: every operation the queue and the worker need from a database."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from psycopg import Connection
+
+from venturi.models import (
+    Claim,
+    CleanupCriteria,
+    HistoryCursor,
+    HistoryFilter,
+    JobId,
+    JobRecord,
+    JournalRecord,
+    NewJob,
+    Settlement,
+    StatsSnapshot,
+)
+from ulid import ULID
+
+
+class Notifier(Protocol):
+    """A dedicated LISTEN connection on the prefix's channel."""
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True if a notification arrived (or the
+        connection was re-established, since one may have been missed)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Store(Protocol):
+    """What venturi needs from a database. `PostgresStore` is the implementation."""
+
+    def migrate(self) -> list[str]: ...
+
+    def check_schema(self) -> None: ...
+
+    def enqueue(self, job: NewJob, conn: Connection[Any] | None = None) -> ULID: ...
+
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], conn: Connection[Any] | None = None
+    ) -> list[ULID]: ...
+
+    def claim(
+        self,
+        worker: str,
+        leases: dict[str, float],
+        limit: int,
+        priority_floor: int | None = None,
+    ) -> list[JobRecord]: ...
+
+    def settle(self, claim: Claim, settlement: Settlement) -> bool: ...
+
+    def complete_many(
+        self, items: Sequence[tuple[Claim, Settlement]]
+    ) -> set[ULID]: ...
+
+    def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> set[ULID]: ...
+
+    def find_stale(self, limit: int = 100) -> list[JobRecord]: ...
+
+    def recover(self, job: JobRecord, delay: float = 0.0) -> bool: ...
+
+    def next_visible_at(self, kinds: Sequence[str]) -> datetime | None: ...
+
+    def now(self) -> datetime: ...
+
+    def notifier(self) -> Notifier: ...
+
+    def notify(self, payload: str) -> None: ...
+
+    def get(self, job_id: JobId) -> JobRecord | None: ...
+
+    def journal(self, job_id: JobId) -> list[JournalRecord]: ...
+
+    def history(
+        self, filter: HistoryFilter, before: HistoryCursor | None = None, limit: int = 50
+    ) -> list[JobRecord]: ...
+
+    def cleanup(self, criteria: CleanupCriteria, batch: int = 1000) -> int: ...
+
+    def stats(self) -> StatsSnapshot: ...
+
+    def cancel(self, job_id: JobId, note: str | None = None) -> bool: ...
+
+    def requeue(self, job_id: JobId, note: str | None = None) -> bool: ...
+
+    def close(self) -> None: ...
