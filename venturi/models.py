@@ -127,9 +127,7 @@ def _validate_dedup_key(value: object) -> str | None:
 def _validate_on_duplicate(value: object) -> OnDuplicate:
     if value in ("keep", "replace") or callable(value):
         return value  # type: ignore[return-value]
-    raise InvalidJob(
-        f"on_duplicate must be 'keep', 'replace' or a merge function, got {value!r}"
-    )
+    raise InvalidJob(f"on_duplicate must be 'keep', 'replace' or a merge function, got {value!r}")
 
 
 @attrs.frozen
@@ -271,12 +269,11 @@ class Settlement:
         return cls(SettleAction.COMPLETE, attachment=attachment, note=note)
 
     @classmethod
-    def retry(
-        cls, delay: Duration = 0, carry: Any = KEEP, note: str | None = None
-    ) -> Settlement:
+    def retry(cls, delay: Duration = 0, carry: Any = KEEP, note: str | None = None) -> Settlement:
         """Count a failure and re-pend after ``delay``; dead once max_attempts is reached."""
-        return cls(SettleAction.RETRY, delay=to_seconds(delay, "retry delay"), carry=carry,
-                   note=note)
+        return cls(
+            SettleAction.RETRY, delay=to_seconds(delay, "retry delay"), carry=carry, note=note
+        )
 
     @classmethod
     def pause(

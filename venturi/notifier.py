@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -118,7 +119,7 @@ class PostgresNotifier:
             self.connect()
         except psycopg.Error as exc:
             self._failures += 1
-            if self._failures == 1 or delay >= RECONNECT_BACKOFF_CAP and self._failures % 10 == 0:
+            if self._failures == 1 or (delay >= RECONNECT_BACKOFF_CAP and self._failures % 10 == 0):
                 logger.warning("listener cannot connect (%s); retrying", _first_line(exc))
             return False
         if self._failures or self.reconnects:
@@ -129,10 +130,8 @@ class PostgresNotifier:
 
     def wake(self) -> None:
         """Make a `wait` in progress (or the next one) return at once."""
-        try:
+        with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass
 
     def _drain_wake(self) -> None:
         try:
@@ -152,10 +151,8 @@ class PostgresNotifier:
         if conn is not None:
             conn.close()
         for fd in (self._wake_r, self._wake_w):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 def _first_line(exc: BaseException) -> str:

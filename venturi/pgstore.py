@@ -19,6 +19,7 @@ from venturi import migrations, sqlfiles
 from venturi.enqueueing import Enqueuer
 from venturi.errors import ConfigurationError, DuplicateJob, StoreUnavailable
 from venturi.models import (
+    SMALLINT_MIN,
     Claim,
     CleanupCriteria,
     HistoryCursor,
@@ -26,12 +27,11 @@ from venturi.models import (
     JobId,
     JobRecord,
     JournalRecord,
-    NewJob,
-    Settlement,
-    SettleAction,
-    StatsSnapshot,
     KindStats,
-    SMALLINT_MIN,
+    NewJob,
+    SettleAction,
+    Settlement,
+    StatsSnapshot,
     to_uuid,
 )
 from venturi.notifier import PostgresNotifier
@@ -140,9 +140,7 @@ class PostgresStore:
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"database unavailable: {_first_line(exc)}") from exc
 
-    def _fetch(
-        self, name: str, params: dict[str, Any] | None = None
-    ) -> list[tuple[Any, ...]]:
+    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self.connection() as conn:
             return _run(conn, sqlfiles.query(name, self.prefix), params)
 

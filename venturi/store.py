@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from psycopg import Connection
+from ulid import ULID
 
 from venturi.models import (
     Claim,
@@ -20,7 +21,6 @@ from venturi.models import (
     Settlement,
     StatsSnapshot,
 )
-from ulid import ULID
 
 
 class Notifier(Protocol):
@@ -57,9 +57,7 @@ class Store(Protocol):
 
     def settle(self, claim: Claim, settlement: Settlement) -> bool: ...
 
-    def complete_many(
-        self, items: Sequence[tuple[Claim, Settlement]]
-    ) -> set[ULID]: ...
+    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> set[ULID]: ...
 
     def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> set[ULID]: ...
 
