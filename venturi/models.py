@@ -126,7 +126,7 @@ def _validate_dedup_key(value: object) -> str | None:
 
 def _validate_on_duplicate(value: object) -> OnDuplicate:
     if value in ("keep", "replace") or callable(value):
-        return value  # type: ignore[return-value]
+        return value
     raise InvalidJob(f"on_duplicate must be 'keep', 'replace' or a merge function, got {value!r}")
 
 
@@ -329,17 +329,22 @@ def _optional_status(value: object) -> JobStatus | None:
     if value is None:
         return None
     try:
-        return JobStatus(value)
+        return JobStatus(str(value))
     except ValueError:
         choices = ", ".join(s.value for s in JobStatus)
         raise InvalidJob(f"status must be one of {choices}, got {value!r}") from None
 
 
-def _optional_aware(field: str) -> Callable[[datetime | None], datetime | None]:
-    def convert(value: datetime | None) -> datetime | None:
-        return None if value is None else require_aware(value, field)
+def _finished_since(value: datetime | None) -> datetime | None:
+    return None if value is None else require_aware(value, "finished_since")
 
-    return convert
+
+def _finished_until(value: datetime | None) -> datetime | None:
+    return None if value is None else require_aware(value, "finished_until")
+
+
+def _finished_before(value: datetime) -> datetime:
+    return require_aware(value, "finished_before")
 
 
 @attrs.frozen
@@ -348,12 +353,8 @@ class HistoryFilter:
 
     kind: str | None = None
     status: JobStatus | None = attrs.field(default=None, converter=_optional_status)
-    finished_since: datetime | None = attrs.field(
-        default=None, converter=_optional_aware("finished_since")
-    )
-    finished_until: datetime | None = attrs.field(
-        default=None, converter=_optional_aware("finished_until")
-    )
+    finished_since: datetime | None = attrs.field(default=None, converter=_finished_since)
+    finished_until: datetime | None = attrs.field(default=None, converter=_finished_until)
 
 
 def _terminal_status(value: object) -> JobStatus | None:
@@ -367,7 +368,7 @@ def _terminal_status(value: object) -> JobStatus | None:
 class CleanupCriteria:
     """Which terminal jobs `cleanup` deletes (with their journal)."""
 
-    finished_before: datetime = attrs.field(converter=_optional_aware("finished_before"))
+    finished_before: datetime = attrs.field(converter=_finished_before)
     kind: str | None = None
     status: JobStatus | None = attrs.field(default=None, converter=_terminal_status)
 

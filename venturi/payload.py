@@ -65,7 +65,7 @@ def encode_json(value: Any, field: str = "payload", *, max_bytes: int | None = N
     return text
 
 
-def encode_payload(payload: object, *, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
+def encode_payload(payload: object, *, max_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
     """Check that ``payload`` is a JSON object within ``max_bytes`` and return its text."""
     if not isinstance(payload, Mapping):
         raise InvalidPayload(

@@ -135,7 +135,7 @@ class PostgresStore:
         except PoolTimeout as exc:
             raise StoreUnavailable(
                 f"no database connection within {self.pool.timeout:g}s "
-                f"({_redacted(self.pool.conninfo)}): {exc}"
+                f"({_redacted(self.connection_params()[0])}): {exc}"
             ) from exc
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"database unavailable: {_first_line(exc)}") from exc
@@ -262,14 +262,47 @@ class PostgresStore:
         rows = self._fetch("next_visible_at", {"kinds": list(kinds)})
         return rows[0][0] if rows else None
 
+    def seconds_until_visible(self, kinds: Sequence[str]) -> float | None:
+        """Database-clock seconds until a pending job of ``kinds`` is due (0 if one is)."""
+        if not kinds:
+            return None
+        rows = self._fetch("seconds_until_visible", {"kinds": list(kinds)})
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+    def sibling(self, pool_size: int = 1) -> PostgresStore:
+        """A store on the same database and prefix with a small pool of its own (built
+        from the same connection parameters), for work a busy main pool must not starve."""
+        conninfo, kwargs = self.connection_params()
+        pool: ConnectionPool[Any] = ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={**kwargs, "autocommit": True},
+            timeout=self.pool.timeout,
+            name=f"venturi-{self.prefix.name}-side",
+            open=False,
+        )
+        pool.open(wait=False)
+        return PostgresStore(
+            pool, self.prefix, owns_pool=True, max_payload_bytes=self.max_payload_bytes
+        )
+
     def now(self) -> datetime:
         value: datetime = self._fetch("now")[0][0]
         return value
 
     def notifier(self) -> PostgresNotifier:
         """A new listener built from the pool's own connection parameters (TLS included)."""
-        kwargs = {k: v for k, v in self.pool.kwargs.items() if k != "autocommit"}
-        return PostgresNotifier(self.pool.conninfo, kwargs, self.prefix)
+        conninfo, kwargs = self.connection_params()
+        return PostgresNotifier(conninfo, kwargs, self.prefix)
+
+    def connection_params(self) -> tuple[str, dict[str, Any]]:
+        """The pool's conninfo and connect keywords (less autocommit), resolving a pool
+        configured with callables, so side connections match the pool's (TLS included)."""
+        conninfo = self.pool.conninfo() if callable(self.pool.conninfo) else self.pool.conninfo
+        raw = self.pool.kwargs() if callable(self.pool.kwargs) else self.pool.kwargs
+        kwargs = {k: v for k, v in (raw or {}).items() if k != "autocommit"}
+        return conninfo, kwargs
 
     def notify(self, payload: str) -> None:
         self._fetch("notify", {"payload": payload})

@@ -38,7 +38,7 @@ LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX
 
 
-def _validate(_instance: object, _attribute: object, value: object) -> None:
+def _validate(_instance: object, _attribute: object, value: str) -> None:
     if not isinstance(value, str):
         raise InvalidPrefix(f"prefix must be a str, got {type(value).__name__}")
     if not _PATTERN.fullmatch(value):

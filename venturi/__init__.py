@@ -1,0 +1,69 @@
+"""venturi: a synchronous PostgreSQL-backed background job queue."""
+
+import logging
+
+from venturi.backoff import constant, exponential
+from venturi.context import JobContext, current_job
+from venturi.errors import (
+    ConfigurationError,
+    DuplicateJob,
+    ForkedError,
+    InvalidJob,
+    InvalidPayload,
+    InvalidPrefix,
+    MigrationLockTimeout,
+    SchemaError,
+    StoreUnavailable,
+    UnknownKind,
+    VenturiError,
+)
+from venturi.events import WorkerEvents
+from venturi.models import (
+    HistoryCursor,
+    JobRecord,
+    JobStatus,
+    JournalRecord,
+    NewJob,
+    Outcome,
+    StatsSnapshot,
+)
+from venturi.outcomes import Fail, Pause, Retry
+from venturi.queue import Queue
+from venturi.registry import JobFunction
+from venturi.worker import Worker
+
+logging.getLogger("venturi").addHandler(logging.NullHandler())
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigurationError",
+    "DuplicateJob",
+    "Fail",
+    "ForkedError",
+    "HistoryCursor",
+    "InvalidJob",
+    "InvalidPayload",
+    "InvalidPrefix",
+    "JobContext",
+    "JobFunction",
+    "JobRecord",
+    "JobStatus",
+    "JournalRecord",
+    "MigrationLockTimeout",
+    "NewJob",
+    "Outcome",
+    "Pause",
+    "Queue",
+    "Retry",
+    "SchemaError",
+    "StatsSnapshot",
+    "StoreUnavailable",
+    "UnknownKind",
+    "VenturiError",
+    "Worker",
+    "WorkerEvents",
+    "constant",
+    "current_job",
+    "exponential",
+]

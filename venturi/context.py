@@ -1,0 +1,72 @@
+"""Per-run context handed to handlers that ask for it, and `current_job()`."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from venturi.models import JobRecord
+
+_current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
+    "venturi_current_job", default=None
+)
+
+
+@attrs.define(eq=False)
+class JobContext:
+    """What a handler may know and do about its own run.
+
+    ``stopping`` is set when the worker is stopping, the job was cancelled, its lease was
+    lost or its timeout passed: a long handler checks it and returns, or raises `Pause`
+    with a ``carry`` checkpoint.
+    """
+
+    job: JobRecord
+    stopping: threading.Event = attrs.field(factory=threading.Event)
+    notes: list[str] = attrs.field(factory=list)
+    attachment: Any = None
+    _extend: Callable[[], bool] | None = attrs.field(default=None, alias="extend")
+
+    @property
+    def attempt(self) -> int:
+        """The run number: 1 on the first run, counting every claim."""
+        return self.job.run_count
+
+    @property
+    def failures(self) -> int:
+        """Failures counted before this run."""
+        return self.job.failure_count
+
+    @property
+    def carry(self) -> Any:
+        """What the previous run left in ``carry`` (None at first)."""
+        return self.job.carry
+
+    def note(self, text: str) -> None:
+        """Add a line to this run's journal note."""
+        self.notes.append(str(text))
+
+    def attach(self, value: Any) -> None:
+        """Keep a JSON-serialisable value as this run's journal attachment."""
+        self.attachment = value
+
+    def extend_lease(self) -> bool:
+        """Renew the lease now (the heartbeat also does); False if the lease is lost."""
+        return True if self._extend is None else self._extend()
+
+
+def current_job() -> JobContext | None:
+    """The context of the job running in this thread, or None outside a job."""
+    return _current.get()
+
+
+def activate(ctx: JobContext) -> contextvars.Token[JobContext | None]:
+    return _current.set(ctx)
+
+
+def deactivate(token: contextvars.Token[JobContext | None]) -> None:
+    _current.reset(token)

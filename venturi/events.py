@@ -1,0 +1,26 @@
+"""Observation points of a worker (metrics, tests); every method is a no-op here."""
+
+from __future__ import annotations
+
+from venturi.models import JobRecord, Settlement
+
+
+class WorkerEvents:
+    """Subclass and pass as ``queue.worker(events=...)``; called from worker threads.
+
+    Implementations must be quick and thread-safe and must not raise.
+    """
+
+    def job_started(self, job: JobRecord, waited: float) -> None:
+        """A handler is about to run ``job``; ``waited`` is seconds since it became visible."""
+
+    def job_settled(
+        self, job: JobRecord, settlement: Settlement, applied: bool, duration: float
+    ) -> None:
+        """A run ended; ``applied`` is False when its settlement was fenced out."""
+
+    def job_recovered(self, job: JobRecord, dead: bool) -> None:
+        """The reaper took back ``job``'s stale claim (dead when out of attempts)."""
+
+    def lease_lost(self, job: JobRecord) -> None:
+        """A running job's lease was lost (taken over, cancelled or lapsed)."""

@@ -1,0 +1,340 @@
+"""`Queue`: the public entry point for registering, enqueueing, inspecting and working."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, ParamSpec, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool
+from ulid import ULID
+
+from venturi.backoff import Backoff, Exponential
+from venturi.context import JobContext
+from venturi.durations import Duration, to_seconds
+from venturi.errors import ConfigurationError, ForkedError, UnknownKind
+from venturi.events import WorkerEvents
+from venturi.execution import execute
+from venturi.models import (
+    Claim,
+    CleanupCriteria,
+    HistoryCursor,
+    HistoryFilter,
+    JobId,
+    JobRecord,
+    JobStatus,
+    JournalRecord,
+    NewJob,
+    OnDuplicate,
+    Settlement,
+    StatsSnapshot,
+)
+from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from venturi.pgstore import PostgresStore
+from venturi.prefix import Prefix
+from venturi.registry import DEFAULT_LEASE, JobDefinition, JobFunction
+from venturi.worker import Worker, default_name
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_PREFIX = "venturi"
+
+
+class Queue:
+    """One queue: a table-name prefix in one PostgreSQL database, and its registered jobs.
+
+    Thread-safe; share one per process. Create it after `os.fork()` (a queue used in a
+    child of the process that made it raises `ForkedError`). Close it with `close` or
+    use it as a context manager; a pool passed to `from_pool` is never closed by it.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        pool_size: int | None = None,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        strict: bool = False,
+        pool_timeout: float = 10.0,
+        store: PostgresStore | None = None,
+    ) -> None:
+        if store is None:
+            resolved = dsn if dsn is not None else os.environ.get("VENTURI_DSN", "")
+            store = PostgresStore.from_dsn(
+                resolved,
+                Prefix(prefix),
+                pool_size=pool_size,
+                pool_timeout=pool_timeout,
+                max_payload_bytes=max_payload_bytes,
+            )
+        self.store = store
+        self.strict = strict
+        self.definitions: dict[str, JobDefinition] = {}
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_pool(
+        cls,
+        pool: ConnectionPool[Any],
+        prefix: str = DEFAULT_PREFIX,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        strict: bool = False,
+    ) -> Queue:
+        """Share an application's pool; venturi never closes it."""
+        store = PostgresStore.from_pool(pool, Prefix(prefix), max_payload_bytes=max_payload_bytes)
+        return cls(store=store, strict=strict)
+
+    @property
+    def prefix(self) -> str:
+        return self.store.prefix.name
+
+    def _check_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise ForkedError(
+                f"this Queue was created in process {self._pid} before os.fork(); create a "
+                "new Queue in the child (for gunicorn, in a post_fork hook)"
+            )
+
+    # -- registration -----------------------------------------------------------------
+
+    def job(
+        self,
+        kind: str,
+        *,
+        max_attempts: int = 5,
+        backoff: Backoff | None = None,
+        priority: int = 0,
+        lease: Duration = DEFAULT_LEASE,
+        timeout: Duration | None = None,
+        context: bool = False,
+    ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
+        """Register the decorated function as the handler of ``kind``.
+
+        The payload's keys are the function's keyword arguments (checked at enqueue).
+        With ``context=True`` the first argument is the run's `JobContext`.
+        """
+
+        def register(func: Callable[P, R]) -> JobFunction[P, R]:
+            definition = JobDefinition(
+                kind,
+                func,
+                max_attempts=max_attempts,
+                backoff=backoff if backoff is not None else Exponential(),
+                priority=priority,
+                lease=lease,
+                timeout=timeout,
+                context=context,
+            )
+            with self._lock:
+                if kind in self.definitions:
+                    raise ConfigurationError(f"kind {kind!r} is already registered")
+                self.definitions[kind] = definition
+            return JobFunction(self, definition, func)
+
+        return register
+
+    # -- enqueue ----------------------------------------------------------------------
+
+    def new_job(
+        self,
+        kind: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        priority: int | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        dedup_key: str | None = None,
+        on_duplicate: OnDuplicate = "keep",
+        max_attempts: int | None = None,
+    ) -> NewJob:
+        """Build a checked `NewJob`, filling defaults from the kind's registration."""
+        definition = self.definitions.get(kind)
+        if definition is None and self.strict:
+            raise UnknownKind(f"kind {kind!r} has no registered handler and the queue is strict")
+        job = NewJob(
+            kind,
+            {} if payload is None else payload,
+            priority=priority
+            if priority is not None
+            else (definition.priority if definition else 0),
+            delay=delay,
+            at=at,
+            dedup_key=dedup_key,
+            on_duplicate=on_duplicate,
+            max_attempts=max_attempts
+            if max_attempts is not None
+            else (definition.max_attempts if definition else 5),
+        )
+        if definition is not None:
+            definition.check_payload(job.payload)
+        return job
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        conn: psycopg.Connection[Any] | None = None,
+        **options: Any,
+    ) -> ULID:
+        """Enqueue one job; returns its id (the id of the pending job it merged into).
+
+        Options: ``priority``, ``delay`` or ``at``, ``dedup_key`` with ``on_duplicate``
+        ('keep', 'replace' or a function of (old, new) payloads), ``max_attempts``.
+        With ``conn`` the insert and its NOTIFY join that connection's transaction and
+        commit or roll back with it. Raises `InvalidJob` (nothing written) or
+        `StoreUnavailable`.
+        """
+        self._check_process()
+        job = self.new_job(kind, payload, **options)
+        return self.store.enqueue(job, conn=conn)
+
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
+    ) -> list[ULID]:
+        """Enqueue many jobs in one round trip (per dedup key, one more); returns ids."""
+        self._check_process()
+        for job in jobs:
+            if not isinstance(job, NewJob):
+                raise TypeError(f"enqueue_many takes NewJob values, got {type(job).__name__}")
+            definition = self.definitions.get(job.kind)
+            if definition is None and self.strict:
+                raise UnknownKind(f"kind {job.kind!r} has no registered handler")
+            if definition is not None:
+                definition.check_payload(job.payload)
+        return self.store.enqueue_many(list(jobs), conn=conn)
+
+    # -- inspection and housekeeping ----------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Create or upgrade this prefix's tables; returns the migrations applied."""
+        self._check_process()
+        return self.store.migrate()
+
+    def get(self, job_id: JobId) -> JobRecord | None:
+        self._check_process()
+        return self.store.get(job_id)
+
+    def journal(self, job_id: JobId) -> list[JournalRecord]:
+        self._check_process()
+        return self.store.journal(job_id)
+
+    def history(
+        self,
+        *,
+        kind: str | None = None,
+        status: JobStatus | str | None = None,
+        finished_since: datetime | None = None,
+        finished_until: datetime | None = None,
+        before: JobRecord | HistoryCursor | None = None,
+        limit: int = 50,
+    ) -> list[JobRecord]:
+        """One page of jobs, newest first; pass the last record as ``before`` for the next."""
+        self._check_process()
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise ConfigurationError(f"limit must be an int within [1, 10000], got {limit!r}")
+        cursor = before.cursor if isinstance(before, JobRecord) else before
+        return self.store.history(
+            HistoryFilter(kind, status, finished_since, finished_until),
+            cursor,
+            limit,
+        )
+
+    def stats(self) -> StatsSnapshot:
+        self._check_process()
+        return self.store.stats()
+
+    def cleanup(
+        self,
+        *,
+        finished_before: datetime,
+        kind: str | None = None,
+        status: JobStatus | str | None = None,
+    ) -> int:
+        """Delete terminal jobs finished before a time (with their journal); returns count."""
+        self._check_process()
+        return self.store.cleanup(CleanupCriteria(finished_before, kind, status))
+
+    def cancel(self, job_id: JobId) -> bool:
+        """Cancel a pending or running job; False if unknown or already finished."""
+        self._check_process()
+        return self.store.cancel(job_id)
+
+    def requeue(self, job_id: JobId) -> bool:
+        """Put a dead, cancelled or completed job back in line; False if not finished."""
+        self._check_process()
+        return self.store.requeue(job_id)
+
+    # -- working ----------------------------------------------------------------------
+
+    def worker(
+        self,
+        kinds: Sequence[str] | None = None,
+        concurrency: int = 4,
+        priority_floor: int | None = None,
+        name: str | None = None,
+        poll_interval: Duration = 5.0,
+        *,
+        events: WorkerEvents | None = None,
+        **options: Any,
+    ) -> Worker:
+        """A worker for this queue's registered kinds (or ``kinds``); call `start` or `run`."""
+        self._check_process()
+        return Worker(
+            self.store,
+            self.definitions,
+            kinds=kinds,
+            concurrency=concurrency,
+            priority_floor=priority_floor,
+            name=name,
+            poll_interval=to_seconds(poll_interval, "poll_interval", allow_zero=False),
+            events=events,
+            owner_pid=self._pid,
+            **options,
+        )
+
+    def drain(self, kinds: Sequence[str] | None = None, *, wait_for: Duration = 0) -> int:
+        """Run every due job inline in this thread until none is left; returns runs.
+
+        Retries and pauses that come due while draining run too; with ``wait_for`` it
+        also waits for jobs due within that many seconds. For tests and scripts.
+        """
+        self._check_process()
+        wanted = list(kinds) if kinds is not None else list(self.definitions)
+        leases = {k: self.definitions[k].lease for k in wanted if k in self.definitions}
+        horizon = to_seconds(wait_for, "wait_for")
+        name = f"drain:{default_name()}"
+        runs = 0
+        while True:
+            jobs = self.store.claim(name, leases, 1)
+            if not jobs:
+                until = self.store.seconds_until_visible(list(leases))
+                if until is None or until > horizon:
+                    return runs
+                threading.Event().wait(until)
+                continue
+            job = jobs[0]
+            settlement = execute(self.definitions[job.kind], JobContext(job))
+            self.store.settle(Claim.of(job), settlement)
+            runs += 1
+
+    def run_inline(self, job: JobRecord) -> Settlement:
+        """Run a claimed job's handler here and return its (unapplied) settlement."""
+        return execute(self.definitions[job.kind], JobContext(job))
+
+    def close(self) -> None:
+        """Close the connection pool if this queue opened it."""
+        self.store.close()
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

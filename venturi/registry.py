@@ -1,0 +1,119 @@
+"""Job registration: a kind, its handler and its policies."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+
+import attrs
+from ulid import ULID
+
+from venturi.backoff import Backoff, Exponential
+from venturi.durations import Duration, to_seconds
+from venturi.errors import ConfigurationError, InvalidJob
+from venturi.models import validate_kind, validate_max_attempts, validate_priority
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_LEASE = 60.0
+
+
+class EnqueueTarget(Protocol):
+    """Where a registered handler's ``enqueue`` sends jobs (the `Queue`)."""
+
+    def enqueue(
+        self, kind: str, payload: Mapping[str, Any] | None = None, **options: Any
+    ) -> ULID: ...
+
+
+def _positive_seconds(value: Duration, field: str) -> float:
+    try:
+        return to_seconds(value, field, allow_zero=False)
+    except InvalidJob as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def _lease(value: Duration) -> float:
+    return _positive_seconds(value, "lease")
+
+
+def _optional_timeout(value: Duration | None) -> float | None:
+    return None if value is None else _positive_seconds(value, "timeout")
+
+
+@attrs.frozen
+class JobDefinition:
+    """How one kind runs: its handler, attempts, backoff, priority, lease and timeout."""
+
+    kind: str = attrs.field(converter=validate_kind)
+    func: Callable[..., Any]
+    max_attempts: int = attrs.field(default=5, converter=validate_max_attempts)
+    backoff: Backoff = attrs.field(factory=Exponential)
+    priority: int = attrs.field(default=0, converter=validate_priority)
+    lease: float = attrs.field(default=DEFAULT_LEASE, converter=_lease)
+    timeout: float | None = attrs.field(default=None, converter=_optional_timeout)
+    context: bool = False
+    signature: inspect.Signature = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not callable(self.func):
+            raise ConfigurationError(f"handler of {self.kind!r} is not callable")
+        if not callable(self.backoff):
+            raise ConfigurationError(f"backoff of {self.kind!r} must be callable")
+        signature = inspect.signature(self.func)
+        if self.context:
+            params = list(signature.parameters.values())
+            if not params or params[0].kind not in (
+                inspect.Parameter.POSITIONAL_ONLY,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            ):
+                raise ConfigurationError(
+                    f"handler of {self.kind!r} has context=True, so its first parameter "
+                    "must take the JobContext positionally"
+                )
+            signature = signature.replace(parameters=params[1:])
+        object.__setattr__(self, "signature", signature)
+
+    def check_payload(self, payload: Mapping[str, Any]) -> None:
+        """Raise `InvalidJob` if the payload's keys do not fit the handler's parameters."""
+        try:
+            self.signature.bind(**payload)
+        except TypeError as exc:
+            name = getattr(self.func, "__qualname__", repr(self.func))
+            raise InvalidJob(
+                f"payload for {self.kind!r} does not fit {name}{self.signature}: {exc}"
+            ) from None
+
+
+class JobFunction(Generic[P, R]):
+    """A registered handler: still callable as the plain function, plus ``enqueue``."""
+
+    def __init__(
+        self, queue: EnqueueTarget, definition: JobDefinition, func: Callable[P, R]
+    ) -> None:
+        self.queue = queue
+        self.definition = definition
+        self.func = func
+        self.__name__ = getattr(func, "__name__", definition.kind)
+        self.__doc__ = func.__doc__
+        self.__wrapped__ = func
+
+    @property
+    def kind(self) -> str:
+        return self.definition.kind
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+    def enqueue(self, **kwargs: Any) -> ULID:
+        """Enqueue a run with these keyword arguments as the payload."""
+        return self.queue.enqueue(self.definition.kind, kwargs)
+
+    def enqueue_with(self, payload: Mapping[str, Any], **options: Any) -> ULID:
+        """Enqueue with options (priority, delay, at, dedup_key, on_duplicate, conn)."""
+        return self.queue.enqueue(self.definition.kind, payload, **options)
+
+    def __repr__(self) -> str:
+        return f"<venturi job {self.definition.kind!r} -> {self.__name__}>"
