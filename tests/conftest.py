@@ -37,14 +37,21 @@ def _dsn_from_executor(executor: Any) -> str:
 @pytest.fixture(scope="session")
 def database_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
     """VENTURI_TEST_DSN if set; else the running server on 127.0.0.1:5432 (through
-    pytest-postgresql's no-process fixture); else a throwaway server: pytest-postgresql's
-    own when pg_ctl can run (not as root), otherwise the embedded pgserver."""
+    pytest-postgresql's no-process fixture; VENTURI_TEST_SHARED_DSN names another);
+    else a throwaway server: pytest-postgresql's own when pg_ctl can run (not as root),
+    otherwise the embedded pgserver."""
     explicit = os.environ.get("VENTURI_TEST_DSN")
     if explicit:
         yield explicit
         return
-    if server_answers(SHARED_SERVER_DSN):
-        yield _dsn_from_executor(request.getfixturevalue("postgresql_shared"))
+    # VENTURI_TEST_SHARED_DSN moves the discovery elsewhere, e.g. to a closed port to
+    # exercise the throwaway-server fallback on a machine whose shared server is up.
+    shared = os.environ.get("VENTURI_TEST_SHARED_DSN", SHARED_SERVER_DSN)
+    if server_answers(shared):
+        if shared == SHARED_SERVER_DSN:
+            yield _dsn_from_executor(request.getfixturevalue("postgresql_shared"))
+        else:
+            yield shared
         return
     if os.geteuid() != 0 and shutil.which("pg_ctl"):
         executor = request.getfixturevalue("postgresql_own")

@@ -8,9 +8,10 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
+import psycopg.sql
 
 T = TypeVar("T")
 
@@ -55,7 +56,9 @@ def start_embedded_server() -> tuple[str, Any]:
         warnings.simplefilter("ignore")
         import pgserver
 
-        server = pgserver.get_server(tempfile.mkdtemp(prefix="venturi-pg-"), cleanup_mode="stop")
+        server = pgserver.get_server(  # type: ignore[attr-defined]
+            tempfile.mkdtemp(prefix="venturi-pg-"), cleanup_mode="stop"
+        )
     return server.get_uri(), server
 
 
@@ -69,3 +72,81 @@ def drop_prefix(dsn: str, prefix: str) -> None:
                 psycopg.sql.Identifier(f"{prefix}_schema_history"),
             )
         )
+
+
+class Probe:
+    """Reads (and, to set up a scene, writes) a prefix's tables with plain SQL on its own
+    autocommit connection: the checks a test makes behind the store's back.
+
+    ``template`` may name the prefix's objects with the store's placeholders (``{jobs}``,
+    ``{journal}``, ``{schema_history}``, ...); values travel as ``%s`` parameters.
+    """
+
+    def __init__(self, dsn: str, prefix: str) -> None:
+        from venturi.prefix import Prefix
+
+        self.prefix = Prefix(prefix)
+        self.conn = psycopg.connect(dsn, autocommit=True)
+
+    def rows(self, template: LiteralString, *params: Any) -> list[tuple[Any, ...]]:
+        query = psycopg.sql.SQL(template).format(**self.prefix.placeholders())
+        with self.conn.cursor() as cur:
+            cur.execute(query, params or None)
+            return cur.fetchall() if cur.description else []
+
+    def scalar(self, template: LiteralString, *params: Any) -> Any:
+        rows = self.rows(template, *params)
+        assert len(rows) == 1, f"expected one row, got {rows!r}"
+        return rows[0][0]
+
+    def count(self, table: LiteralString, where: LiteralString = "true", *params: Any) -> int:
+        return int(self.scalar("SELECT count(*) FROM {" + table + "} WHERE " + where, *params))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class Listener:
+    """A raw LISTEN connection that records payloads, independent of venturi's notifier.
+
+    `quiet_until_marker` proves a negative without sleeping: it sends a marker on the
+    channel from another session and reads until the marker arrives. PostgreSQL delivers
+    notifications in commit order, so anything committed before the marker arrives first.
+    """
+
+    def __init__(self, dsn: str, channel: str) -> None:
+        self.dsn = dsn
+        self.channel = channel
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
+
+    def receive(self, count: int, timeout: float = 10.0) -> list[str]:
+        """Wait until ``count`` notifications arrived (fail after ``timeout``)."""
+        got: list[str] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"got {got!r} on {self.channel}; wanted {count}")
+            for notify in self.conn.notifies(timeout=left, stop_after=count - len(got)):
+                got.append(notify.payload)
+        return got
+
+    def until_marker(self, timeout: float = 10.0) -> list[str]:
+        """Every payload received before a marker sent now; the marker itself is dropped."""
+        marker = f"marker-{uuid.uuid4().hex}"
+        with psycopg.connect(self.dsn, autocommit=True) as other:
+            other.execute("SELECT pg_notify(%s, %s)", (self.channel, marker))
+        got: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"marker never arrived on {self.channel}; got {got!r}")
+            for notify in self.conn.notifies(timeout=left, stop_after=1):
+                if notify.payload == marker:
+                    return got
+                got.append(notify.payload)
+
+    def close(self) -> None:
+        self.conn.close()
