@@ -1,0 +1,78 @@
+"""Unit tests of the SQL files: each composes for a prefix, with no placeholder left over."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+from psycopg import sql
+
+from venturi import sqlfiles
+from venturi.prefix import MAX_PREFIX_LENGTH, Prefix
+
+PREFIX = Prefix("p" * MAX_PREFIX_LENGTH)
+LEFTOVER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+OPERATIONS = sqlfiles.operation_names()
+MIGRATIONS = [f"migrations/{name}" for name in sqlfiles.migration_names()]
+
+
+def _strip_comments(text: str) -> str:
+    return "\n".join(line.split("--", 1)[0] for line in text.splitlines())
+
+
+def _strip_literals(text: str) -> str:
+    return re.sub(r"'(?:[^']|'')*'", "''", text)
+
+
+def test_the_files_are_found_through_importlib_resources() -> None:
+    assert "claim" in OPERATIONS
+    assert "settle_complete" in OPERATIONS
+    assert MIGRATIONS[0] == "migrations/0001_initial"
+    assert resources.files("venturi.sql").joinpath("claim.sql").is_file()
+
+
+@pytest.mark.parametrize("name", OPERATIONS + MIGRATIONS)
+def test_every_file_composes_with_no_placeholder_left(name: str) -> None:
+    composed = sqlfiles.query(name, PREFIX).as_string()
+    leftover = LEFTOVER.findall(_strip_comments(composed))
+    assert not leftover, f"{name}.sql keeps placeholders {leftover}"
+
+
+@pytest.mark.parametrize("name", OPERATIONS)
+def test_every_operation_file_has_a_header_and_one_statement(name: str) -> None:
+    text = sqlfiles.text(name)
+    header = [line for line in text.splitlines() if line.startswith("--")]
+    assert len(header) >= 2, f"{name}.sql needs a header: what, parameters, returns"
+    joined = " ".join(header)
+    assert "Parameters" in joined, f"{name}.sql header does not list its parameters"
+    assert "Returns" in joined, f"{name}.sql header does not say what it returns"
+    body = _strip_literals(_strip_comments(text)).strip()
+    assert ";" not in body, f"{name}.sql holds more than one statement"
+
+
+@pytest.mark.parametrize("name", OPERATIONS)
+def test_values_travel_as_named_parameters(name: str) -> None:
+    body = _strip_comments(sqlfiles.text(name))
+    assert not re.search(r"%s\b", body), f"{name}.sql uses a positional %s parameter"
+
+
+def test_the_migration_keeps_its_literal_braces() -> None:
+    composed = sqlfiles.query("migrations/0001_initial", PREFIX).as_string()
+    assert "'{}'::jsonb" in composed
+
+
+def test_names_are_quoted_identifiers_and_the_channel_a_literal() -> None:
+    composed = sqlfiles.query("enqueue", PREFIX).as_string()
+    assert f'"{PREFIX.jobs}"' in composed
+    assert f"pg_notify('{PREFIX.channel}'" in composed
+
+
+def test_an_unknown_placeholder_fails_to_compose() -> None:
+    with pytest.raises(KeyError):
+        sql.SQL("SELECT * FROM {jobz}").format(**PREFIX.placeholders())
+
+
+def test_files_are_loaded_once() -> None:
+    assert sqlfiles.text("claim") is sqlfiles.text("claim")
+    assert sqlfiles.query("claim", PREFIX) is sqlfiles.query("claim", PREFIX)
