@@ -116,8 +116,9 @@ class PostgresStore:
             name=f"venturi-{prefix.name}",
             open=False,
         )
-        pool.open(wait=False)
-        return cls(pool, prefix, owns_pool=True, **options)
+        store = cls(pool, prefix, owns_pool=True, **options)  # may refuse an option
+        pool.open(wait=False)  # only now, so a refused option leaves no pool running
+        return store
 
     @classmethod
     def from_pool(cls, pool: ConnectionPool[Any], prefix: Prefix, **options: Any) -> PostgresStore:
