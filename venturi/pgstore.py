@@ -263,11 +263,17 @@ class PostgresStore:
         rows = self._fetch("next_visible_at", {"kinds": list(kinds)})
         return rows[0][0] if rows else None
 
-    def seconds_until_visible(self, kinds: Sequence[str]) -> float | None:
-        """Database-clock seconds until a pending job of ``kinds`` is due (0 if one is)."""
+    def seconds_until_visible(
+        self, kinds: Sequence[str], priority_floor: int | None = None
+    ) -> float | None:
+        """Database-clock seconds until a pending job of ``kinds`` at or above
+        ``priority_floor`` is due (0 if one is already)."""
         if not kinds:
             return None
-        rows = self._fetch("seconds_until_visible", {"kinds": list(kinds)})
+        floor = SMALLINT_MIN if priority_floor is None else priority_floor
+        rows = self._fetch(
+            "seconds_until_visible", {"kinds": list(kinds), "priority_floor": floor}
+        )
         return None if not rows or rows[0][0] is None else float(rows[0][0])
 
     def sibling(self, pool_size: int = 1) -> PostgresStore:

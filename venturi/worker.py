@@ -31,6 +31,7 @@ from venturi.store import Notifier, Store
 logger = logging.getLogger("venturi.worker")
 
 PROBE_TIMEOUT: Final = 2.0
+MIN_IDLE_WAIT: Final = 0.05
 _SENTINEL: Final = None
 
 
@@ -366,12 +367,15 @@ class Worker:
 
     def _idle_timeout(self) -> float:
         try:
-            seconds = self.store.seconds_until_visible(list(self._leases))
+            seconds = self.store.seconds_until_visible(list(self._leases), self.priority_floor)
         except StoreUnavailable:
             return min(self.poll_interval, 1.0)
         if seconds is None:
             return self.poll_interval
-        return min(self.poll_interval, max(0.0, seconds))
+        # A due job we could not claim is locked by another transaction (a peer's claim in
+        # flight, or a caller's open transaction); waiting a moment instead of zero keeps
+        # the dispatcher from spinning until that lock goes. New work still wakes us by NOTIFY.
+        return min(self.poll_interval, max(MIN_IDLE_WAIT, seconds))
 
     # -- handlers ---------------------------------------------------------------------
 
