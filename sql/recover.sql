@@ -29,5 +29,8 @@ journaled AS (
 )
 SELECT recovered.status
 FROM recovered
-LEFT JOIN LATERAL (SELECT pg_notify({channel}, recovered.kind)) AS n
-    ON recovered.status = 'pending'
+-- The condition sits inside the lateral subquery: a join's ON clause would still call
+-- pg_notify for a job that went dead, waking every worker for nothing.
+LEFT JOIN LATERAL (
+    SELECT pg_notify({channel}, recovered.kind) WHERE recovered.status = 'pending'
+) AS n ON true

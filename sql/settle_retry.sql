@@ -29,5 +29,8 @@ journaled AS (
 )
 SELECT settled.status
 FROM settled
-LEFT JOIN LATERAL (SELECT pg_notify({channel}, settled.kind)) AS n
-    ON settled.status = 'pending'
+-- The condition sits inside the lateral subquery: a join's ON clause would still call
+-- pg_notify for a job that went dead, waking every worker for nothing.
+LEFT JOIN LATERAL (
+    SELECT pg_notify({channel}, settled.kind) WHERE settled.status = 'pending'
+) AS n ON true

@@ -1,0 +1,225 @@
+"""Settle: the five ways a run ends, each fenced by owner + run epoch + status, journaled
+in the same statement only when it applied, and NOTIFY when the job is claimable again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.support import Listener, Probe
+from venturi.models import Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
+from venturi.pgstore import PostgresStore
+
+ALL_SETTLEMENTS: dict[str, Callable[[], Settlement]] = {
+    "complete": lambda: Settlement.complete(attachment={"sent": True}),
+    "retry": lambda: Settlement.retry(0, carry={"step": 2}),
+    "pause": lambda: Settlement.pause(delay=0, carry={"step": 3}),
+    "dead": lambda: Settlement.dead("poison"),
+    "release": Settlement.release,
+}
+
+
+def _claimed(store: PostgresStore, max_attempts: int = 5, **job: Any) -> JobRecord:
+    store.enqueue(NewJob("k", max_attempts=max_attempts, **job))
+    [claimed] = store.claim("w", {"k": 30}, 1)
+    return claimed
+
+
+def test_complete(store: PostgresStore, listener: Listener) -> None:
+    job = _claimed(store)
+    listener.until_marker()
+    assert store.settle(Claim.of(job), Settlement.complete({"ok": [1, 2]}, note="done")) is True
+    after = store.get(job.id)
+    assert after is not None
+    assert after.status is JobStatus.COMPLETED
+    assert after.finished_at is not None and after.claim_expires_at is None
+    [entry] = store.journal(job.id)
+    assert (entry.outcome, entry.run_no, entry.note, entry.attachment) == (
+        Outcome.COMPLETED,
+        1,
+        "done",
+        {"ok": [1, 2]},
+    )
+    assert entry.kind == "k" and entry.job_id == job.id
+    assert listener.until_marker() == []
+
+
+def test_complete_many_applies_only_the_runs_still_held(store: PostgresStore) -> None:
+    store.enqueue_many([NewJob("k") for _ in range(4)])
+    jobs = store.claim("w", {"k": 30}, 4)
+    claims = [Claim.of(j) for j in jobs]
+    stale = Claim(claims[3].job_id, "w", claims[3].run_count + 1)
+    applied = store.complete_many(
+        [
+            (claims[0], Settlement.complete()),
+            (claims[1], Settlement.complete(attachment=[1])),
+            (claims[2], Settlement.complete(note="n")),
+            (stale, Settlement.complete()),
+        ]
+    )
+    assert applied == {c.job_id for c in claims[:3]}
+    last = store.get(claims[3].job_id)
+    assert last is not None and last.status is JobStatus.CLAIMED
+    assert store.journal(claims[3].job_id) == []
+    assert store.complete_many([]) == set()
+
+
+def test_retry_counts_a_failure_and_repends_after_the_delay(
+    store: PostgresStore, listener: Listener
+) -> None:
+    job = _claimed(store)
+    listener.until_marker()
+    before = store.now()
+    assert store.settle(Claim.of(job), Settlement.retry(120, carry={"page": 4}, note="boom"))
+    after = store.get(job.id)
+    assert after is not None
+    assert after.status is JobStatus.PENDING and after.failure_count == 1
+    assert after.carry == {"page": 4}
+    assert after.claim_expires_at is None and after.finished_at is None
+    assert (
+        before + timedelta(seconds=120) <= after.visible_at <= store.now() + timedelta(seconds=120)
+    )
+    [entry] = store.journal(job.id)
+    assert (entry.outcome, entry.run_no, entry.note) == (Outcome.RETRIED, 1, "boom")
+    assert listener.until_marker() == ["k"]
+
+
+def test_retry_keeps_the_carry_unless_given(store: PostgresStore) -> None:
+    job = _claimed(store)
+    assert store.settle(Claim.of(job), Settlement.retry(0, carry={"a": 1}))
+    [job] = store.claim("w", {"k": 30}, 1)
+    assert job.carry == {"a": 1} and job.run_count == 2
+    assert store.settle(Claim.of(job), Settlement.retry(0))
+    after = store.get(job.id)
+    assert after is not None and after.carry == {"a": 1} and after.failure_count == 2
+    [job] = store.claim("w", {"k": 30}, 1)
+    assert store.settle(Claim.of(job), Settlement.retry(0, carry=None))
+    after = store.get(job.id)
+    assert after is not None and after.carry is None
+
+
+def test_retry_at_max_attempts_is_dead(store: PostgresStore, listener: Listener) -> None:
+    job = _claimed(store, max_attempts=2)
+    assert store.settle(Claim.of(job), Settlement.retry(0))
+    [job] = store.claim("w", {"k": 30}, 1)
+    listener.until_marker()
+    assert store.settle(Claim.of(job), Settlement.retry(0, note="again"))
+    after = store.get(job.id)
+    assert after is not None
+    assert after.status is JobStatus.DEAD and after.failure_count == 2
+    assert after.finished_at is not None
+    assert [(e.outcome, e.run_no) for e in store.journal(job.id)] == [
+        (Outcome.RETRIED, 1),
+        (Outcome.DEAD, 2),
+    ]
+    assert listener.until_marker() == []
+
+
+def test_pause_repends_without_counting_a_failure(store: PostgresStore, listener: Listener) -> None:
+    job = _claimed(store, max_attempts=1)
+    listener.until_marker()
+    until = datetime(2033, 3, 3, tzinfo=UTC)
+    assert store.settle(Claim.of(job), Settlement.pause(at=until, carry=[1, 2], note="wait"))
+    after = store.get(job.id)
+    assert after is not None
+    assert after.status is JobStatus.PENDING and after.failure_count == 0
+    assert after.visible_at == until and after.carry == [1, 2]
+    [entry] = store.journal(job.id)
+    assert (entry.outcome, entry.note) == (Outcome.PAUSED, "wait")
+    assert listener.until_marker() == ["k"]
+
+
+def test_pause_with_a_delay_uses_database_time(store: PostgresStore) -> None:
+    job = _claimed(store)
+    before = store.now()
+    assert store.settle(Claim.of(job), Settlement.pause(delay=timedelta(minutes=2)))
+    after = store.get(job.id)
+    assert after is not None
+    assert before + timedelta(minutes=2) <= after.visible_at <= store.now() + timedelta(minutes=2)
+
+
+def test_dead_finishes_at_once(store: PostgresStore, listener: Listener) -> None:
+    job = _claimed(store, max_attempts=10)
+    listener.until_marker()
+    assert store.settle(Claim.of(job), Settlement.dead("bad input"))
+    after = store.get(job.id)
+    assert after is not None
+    assert after.status is JobStatus.DEAD and after.finished_at is not None
+    assert after.failure_count == 0
+    [entry] = store.journal(job.id)
+    assert (entry.outcome, entry.note) == (Outcome.DEAD, "bad input")
+    assert listener.until_marker() == []
+
+
+def test_release_hands_the_job_back_untouched(store: PostgresStore, listener: Listener) -> None:
+    old = store.now() - timedelta(seconds=30)
+    job = _claimed(store, at=old)
+    listener.until_marker()
+    assert store.settle(Claim.of(job), Settlement.release(note="stopping"))
+    after = store.get(job.id)
+    assert after is not None
+    assert after.status is JobStatus.PENDING and after.failure_count == 0
+    assert after.claimed_by is None and after.claim_expires_at is None
+    assert after.visible_at == old
+    [entry] = store.journal(job.id)
+    assert (entry.outcome, entry.note) == (Outcome.RELEASED, "stopping")
+    assert listener.until_marker() == ["k"]
+
+
+# --- fencing ------------------------------------------------------------------------------
+
+
+def _fence(kind: str, store: PostgresStore, job: JobRecord) -> Claim:
+    claim = Claim.of(job)
+    if kind == "other owner":
+        return Claim(claim.job_id, "someone-else", claim.run_count)
+    if kind == "old epoch":
+        return Claim(claim.job_id, claim.claimed_by, claim.run_count - 1)
+    if kind == "newer epoch":
+        return Claim(claim.job_id, claim.claimed_by, claim.run_count + 1)
+    if kind == "already settled":
+        assert store.settle(claim, Settlement.dead("first"))
+        return claim
+    if kind == "cancelled":
+        assert store.cancel(job.id)
+        return claim
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("action", list(ALL_SETTLEMENTS))
+@pytest.mark.parametrize(
+    "fence", ["other owner", "old epoch", "newer epoch", "already settled", "cancelled"]
+)
+def test_a_fenced_out_settlement_returns_false_and_writes_nothing(
+    store: PostgresStore, probe: Probe, listener: Listener, action: str, fence: str
+) -> None:
+    job = _claimed(store)
+    claim = _fence(fence, store, job)
+    listener.until_marker()
+    row_before = probe.rows("SELECT * FROM {jobs}")
+    journal_before = probe.rows("SELECT * FROM {journal}")
+    assert store.settle(claim, ALL_SETTLEMENTS[action]()) is False
+    assert probe.rows("SELECT * FROM {jobs}") == row_before
+    assert probe.rows("SELECT * FROM {journal}") == journal_before
+    assert listener.until_marker() == []
+
+
+def test_a_settlement_from_a_recovered_run_is_fenced_out(store: PostgresStore) -> None:
+    store.enqueue(NewJob("k"))
+    [first] = store.claim("w", {"k": 0.01}, 1)
+    [stale] = _wait_stale(store)
+    assert store.recover(stale)
+    [second] = store.claim("w", {"k": 30}, 1)
+    assert second.id == first.id and second.run_count == 2 and second.claimed_by == "w"
+    assert store.settle(Claim.of(first), Settlement.complete()) is False
+    assert store.settle(Claim.of(second), Settlement.complete()) is True
+    assert [e.outcome for e in store.journal(first.id)] == [Outcome.RECOVERED, Outcome.COMPLETED]
+
+
+def _wait_stale(store: PostgresStore) -> list[JobRecord]:
+    from tests.support import wait_until
+
+    return wait_until(store.find_stale, timeout=10, what="the lease to expire")
