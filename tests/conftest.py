@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from pytest_postgresql import factories
@@ -21,17 +20,14 @@ from tests.support import (
 from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
 
+# pytest-postgresql's no-process fixture creates a template database named after
+# ``dbname`` and drops it at exit. A per-run name keeps two runs on one machine (or a run
+# killed before its teardown) from colliding on it with "database ... already exists".
+# The tests themselves use the existing database "test" (SHARED_SERVER_DSN).
 postgresql_shared = factories.postgresql_noproc(
-    host="127.0.0.1", port=5432, user="postgres", dbname="test"
+    host="127.0.0.1", port=5432, user="postgres", dbname=f"venturi_run_{os.getpid()}"
 )
 postgresql_own = factories.postgresql_proc(port=None)
-
-
-def _dsn_from_executor(executor: Any) -> str:
-    password = f":{executor.password}" if executor.password else ""
-    return (
-        f"postgresql://{executor.user}{password}@{executor.host}:{executor.port}/{executor.dbname}"
-    )
 
 
 @pytest.fixture(scope="session")
@@ -49,9 +45,8 @@ def database_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
     shared = os.environ.get("VENTURI_TEST_SHARED_DSN", SHARED_SERVER_DSN)
     if server_answers(shared):
         if shared == SHARED_SERVER_DSN:
-            yield _dsn_from_executor(request.getfixturevalue("postgresql_shared"))
-        else:
-            yield shared
+            request.getfixturevalue("postgresql_shared")
+        yield shared
         return
     if os.geteuid() != 0 and shutil.which("pg_ctl"):
         executor = request.getfixturevalue("postgresql_own")
