@@ -1,0 +1,117 @@
+"""`venturi bench --quick`: every workload runs, checks exactly-once, and reports its
+figures in the documented JSON shape. Speed is never asserted here.
+
+Budget: about 15 s on the shared 2-core machine (one quick run with two rounds and one-
+and two-process scaling).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from venturi.bench import WORKLOADS, bench_command
+from venturi.bench_report import COMPARISONS, LIMITS
+from venturi.bench_support import BenchFailure, Ledger, percentile
+
+EXPECTED_SERIES = {
+    "enqueue",
+    "enqueue-many",
+    "drain.c1",
+    "drain.c4",
+    "drain.c16",
+    "backlog.c16",
+    "latency.p50",
+    "latency.p95",
+    "latency.p99",
+    "rss.c16",
+    "processes.1.c16",
+    "processes.2.c16",
+    "ceiling.insert_notify",
+    "ceiling.multi_insert",
+    *(f"ceiling.{shape}.c{c}" for shape in ("commit_per_job", "batched") for c in (1, 4, 16)),
+}
+
+
+def _bench_tables(dsn: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE 'bench\\_%'"
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+@pytest.fixture(scope="module")
+def quick_report(database_dsn: str) -> dict[str, Any]:
+    before = _bench_tables(database_dsn)
+    result = CliRunner().invoke(
+        bench_command, ["--quick", "--json", "--dsn", database_dsn, "--processes", "1,2"]
+    )
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    report["_left_behind"] = _bench_tables(database_dsn) - before
+    return report
+
+
+def test_quick_run_measures_every_series_each_round(quick_report: dict[str, Any]) -> None:
+    series = quick_report["series"]
+    assert set(series) == EXPECTED_SERIES
+    for key, stats in series.items():
+        assert len(stats["samples"]) == quick_report["settings"]["rounds"] == 2, key
+        assert stats["min"] <= stats["median"] <= stats["max"], key
+        assert stats["min"] >= 0, key
+        assert stats["unit"] == ("ms" if "latency" in key else "MB" if "rss" in key else "jobs/s")
+    assert all(series[key]["min"] > 0 for key in series if not key.startswith("latency."))
+
+
+def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -> None:
+    comparisons = {row["series"]: row for row in quick_report["comparisons"]}
+    assert set(comparisons) == {key for _, key, _, _ in COMPARISONS}
+    for _, key, ceiling, target in COMPARISONS:
+        row = comparisons[key]
+        medians = quick_report["series"]
+        assert row["ceiling"] == ceiling
+        assert row["ratio"] == pytest.approx(medians[key]["median"] / medians[ceiling]["median"])
+        assert row["met"] == (None if target is None else row["ratio"] >= target)
+    limits = {row["series"]: row for row in quick_report["limits"]}
+    assert set(limits) == {key for _, key, _ in LIMITS}
+    assert quick_report["settings"]["workloads"] == list(WORKLOADS)
+    assert "dsn" not in quick_report["settings"]
+
+
+def test_quick_run_drops_its_tables(quick_report: dict[str, Any]) -> None:
+    assert quick_report["_left_behind"] == set()
+
+
+def test_bad_process_counts_are_refused_before_anything_runs(database_dsn: str) -> None:
+    result = CliRunner().invoke(bench_command, ["--dsn", database_dsn, "--processes", "1,x"])
+    assert result.exit_code == 2
+    assert "--processes takes counts like 1,2,4" in result.output
+
+
+def test_ledger_catches_a_job_run_twice_or_never() -> None:
+    ledger = Ledger()
+    ledger.reset(3)
+    for n in (0, 1, 1):
+        ledger.record(n)
+    with pytest.raises(BenchFailure, match=r"jobs \[1\] ran more than once"):
+        ledger.check(3, "drain")
+    ledger.reset(3)
+    ledger.record(0)
+    with pytest.raises(BenchFailure, match="2 of 3 jobs never ran"):
+        ledger.check(3, "drain")
+    ledger.record(1)
+    ledger.record(2)
+    assert ledger.wait(0)
+    ledger.check(3, "drain")
+
+
+def test_percentile_interpolates() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 0.5) == pytest.approx(50.5, abs=0.1)
+    assert percentile(values, 0.99) == pytest.approx(99.0, abs=0.1)
+    assert percentile([3.0], 0.99) == 3.0

@@ -1,0 +1,187 @@
+"""`venturi bench`: venturi's throughput and latency beside raw-SQL ceilings, one server.
+
+Each round runs every selected workload for venturi and its plain-psycopg ceiling back
+to back, alternating which goes first, so drift on a shared machine hits both alike.
+Every round proves each job ran exactly once. The report gives medians with min-max over
+rounds and each venturi figure as a ratio to its ceiling.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import click
+
+from venturi import bench_report
+from venturi.bench_ceilings import CEILING_BATCH, Ceilings
+from venturi.bench_support import BenchFailure, BenchSettings, drop_prefix
+from venturi.bench_worker import drive
+from venturi.bench_workloads import VenturiBench
+
+WORKLOADS = ("enqueue", "enqueue-many", "drain", "latency", "backlog", "rss")
+DRAIN_CONCURRENCIES = (1, 4, 16)
+Step = Callable[[], dict[str, float]]
+
+
+def _groups(
+    workloads: Sequence[str],
+    processes: Sequence[int],
+    main: VenturiBench,
+    raw: Ceilings,
+    backlog: VenturiBench | None,
+) -> list[list[Step]]:
+    """Each group's steps are measured back to back in one round (venturi beside its
+    ceilings); rounds reverse the order within each group."""
+    s = main.settings
+    groups: list[list[Step]] = []
+    if "enqueue" in workloads:
+        groups.append([main.enqueue_one, raw.insert_notify])
+    if "enqueue-many" in workloads:
+        groups.append([main.enqueue_many, raw.multi_insert])
+    if "drain" in workloads:
+        for c in DRAIN_CONCURRENCIES:
+            groups.append(
+                [
+                    functools.partial(main.drain, c),
+                    functools.partial(raw.drain, c, 1),
+                    functools.partial(raw.drain, c, CEILING_BATCH),
+                ]
+            )
+    if "latency" in workloads:
+        groups.append([main.latency])
+    if backlog is not None:
+        steps: list[Step] = [functools.partial(backlog.drain, 16, "backlog.c16")]
+        if "drain" not in workloads:
+            steps.append(functools.partial(main.drain, 16))
+        groups.append(steps)
+    if "rss" in workloads:
+        groups.append([functools.partial(_only, "rss.", drive, main, 1, 16, s.rss_jobs)])
+    for count in processes:
+        groups.append([functools.partial(_only, "processes.", drive, main, count, 16, s.jobs)])
+    return groups
+
+
+def _only(prefix: str, step: Callable[..., dict[str, float]], *args: Any) -> dict[str, float]:
+    """The figures of ``step(*args)`` whose series name starts with ``prefix``."""
+    return {key: value for key, value in step(*args).items() if key.startswith(prefix)}
+
+
+def run(
+    settings: BenchSettings,
+    workloads: Sequence[str] = WORKLOADS,
+    processes: Sequence[int] = (),
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark and return its report (see `bench_report.build`).
+
+    Creates fresh prefixes and drops them at the end, whatever happens. Raises
+    `BenchFailure` when a job was lost or ran twice, or a round did not finish.
+    """
+    say = progress or (lambda _text: None)
+    samples: dict[str, list[float]] = defaultdict(list)
+    main = VenturiBench(settings)
+    raw: Ceilings | None = None
+    backlog: VenturiBench | None = None
+    try:
+        raw = Ceilings(settings, main.prefix)
+        if "backlog" in workloads:
+            backlog = VenturiBench(settings, "b")
+            say(f"filling a backlog of {settings.backlog:,} pending rows")
+            backlog.fill_backlog(settings.backlog)
+        groups = _groups(workloads, processes, main, raw, backlog)
+        for index in range(settings.rounds):
+            say(f"round {index + 1} of {settings.rounds}")
+            for group in groups:
+                for step in group if index % 2 == 0 else reversed(group):
+                    for key, value in step().items():
+                        samples[key].append(value)
+    finally:
+        if raw is not None:
+            raw.close()
+        main.close()
+        drop_prefix(settings.dsn, main.prefix, (f"{main.prefix}_raw",))
+        if backlog is not None:
+            backlog.close()
+    described = {**attrs.asdict(settings), "workloads": list(workloads)}
+    described.pop("dsn")
+    described["processes"] = list(processes)
+    return bench_report.build(described, dict(samples))
+
+
+def _processes(value: str | None) -> list[int]:
+    if not value:
+        return []
+    try:
+        counts = [int(part) for part in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"--processes takes counts like 1,2,4, got {value!r}") from None
+    if any(count < 1 or count > 16 for count in counts):
+        raise click.BadParameter("--processes counts must be within [1, 16]")
+    return counts
+
+
+@click.command("bench")
+@click.option("--dsn", envvar="VENTURI_DSN", default="", help="Database (default VENTURI_DSN).")
+@click.option("--quick", is_flag=True, help="Small sizes: checks every workload in seconds.")
+@click.option("--rounds", type=click.IntRange(1), help="Rounds per workload (default 5).")
+@click.option("--jobs", type=click.IntRange(1), help="Jobs per drain round (default 5000).")
+@click.option("--backlog", type=click.IntRange(0), help="Backlog rows (default 1,000,000).")
+@click.option(
+    "--workload",
+    "workloads",
+    multiple=True,
+    type=click.Choice(WORKLOADS),
+    help="Run only these workloads (repeatable; default all).",
+)
+@click.option("--processes", help="Also drain with N worker processes, e.g. 1,2,4.")
+@click.option("--fillfactor", type=click.IntRange(10, 100), help="Jobs table fillfactor.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def bench_command(
+    *,
+    dsn: str,
+    quick: bool,
+    rounds: int | None,
+    jobs: int | None,
+    backlog: int | None,
+    workloads: tuple[str, ...],
+    processes: str | None,
+    fillfactor: int | None,
+    as_json: bool,
+) -> None:
+    """Benchmark venturi against raw-SQL ceilings on the same server.
+
+    Workloads: enqueue (one transaction each), enqueue-many, drain at concurrency 1, 4
+    and 16, latency (enqueue commit to handler start on an idle worker), drain beside a
+    backlog of pending rows, and a concurrency-16 worker process's peak RSS. Every job is
+    checked to have run exactly once. Uses fresh table prefixes and drops them after.
+    """
+    overrides: dict[str, Any] = {
+        key: value
+        for key, value in {
+            "rounds": rounds,
+            "jobs": jobs,
+            "backlog": backlog,
+            "fillfactor": fillfactor,
+        }.items()
+        if value is not None
+    }
+    settings = BenchSettings.quick(dsn, **overrides) if quick else BenchSettings(dsn, **overrides)
+    if settings.backlog == 0:
+        workloads = tuple(w for w in workloads or WORKLOADS if w != "backlog")
+    chosen = workloads or WORKLOADS
+    say = None if as_json else (lambda text: click.echo(text, err=True))
+    try:
+        report = run(settings, chosen, _processes(processes), progress=say)
+    except BenchFailure as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        bench_report.render(report)

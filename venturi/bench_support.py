@@ -1,0 +1,199 @@
+"""Shared pieces of `venturi bench`: settings, the run ledger, prefixes and SQL helpers."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid
+from typing import Any, LiteralString
+
+import attrs
+import psycopg
+from psycopg import sql
+
+from venturi.errors import VenturiError
+from venturi.prefix import Prefix
+
+BENCH_KIND = "bench.noop"
+
+
+class BenchFailure(VenturiError):
+    """A benchmark round broke a guarantee (a job lost or run twice) or could not finish."""
+
+
+@attrs.frozen
+class BenchSettings:
+    """Sizes of one benchmark run; `quick` sizes keep the CI test short."""
+
+    dsn: str
+    rounds: int = 5
+    jobs: int = 5000
+    enqueue_jobs: int = 2000
+    many_jobs: int = 20_000
+    batch: int = 1000
+    latency_samples: int = 250
+    latency_interval: float = 0.02
+    backlog: int = 1_000_000
+    rss_jobs: int = 20_000
+    fillfactor: int | None = None
+    timeout: float = 300.0
+
+    @classmethod
+    def quick(cls, dsn: str, **overrides: Any) -> BenchSettings:
+        """Small sizes that check every workload's correctness in seconds."""
+        sizes: dict[str, Any] = {
+            "rounds": 2,
+            "jobs": 200,
+            "enqueue_jobs": 100,
+            "many_jobs": 400,
+            "batch": 100,
+            "latency_samples": 15,
+            "backlog": 2000,
+            "rss_jobs": 300,
+            "timeout": 60.0,
+        }
+        return cls(dsn, **{**sizes, **overrides})
+
+
+class Ledger:
+    """Records which job numbers ran and when their handler started (monotonic clock).
+
+    Handlers call `record` from worker threads; `check` proves each of ``expected``
+    numbers ran exactly once.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started: dict[int, float] = {}
+        self._duplicates: list[int] = []
+        self._complete = threading.Event()
+        self._target = 0
+
+    def reset(self, target: int) -> None:
+        with self._lock:
+            self._started.clear()
+            self._duplicates.clear()
+            self._target = target
+            self._complete.clear()
+
+    def record(self, n: int) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            if n in self._started:
+                self._duplicates.append(n)
+            else:
+                self._started[n] = now
+            if len(self._started) >= self._target:
+                self._complete.set()
+
+    def wait(self, timeout: float) -> bool:
+        """Block until every expected number ran once; False after ``timeout``."""
+        return self._complete.wait(timeout)
+
+    def started_at(self, n: int) -> float:
+        with self._lock:
+            return self._started[n]
+
+    def check(self, expected: int, what: str) -> None:
+        with self._lock:
+            seen = set(self._started)
+            duplicates = list(self._duplicates)
+        if duplicates:
+            raise BenchFailure(f"{what}: jobs {sorted(set(duplicates))[:5]} ran more than once")
+        missing = set(range(expected)) - seen
+        if missing or len(seen) != expected:
+            raise BenchFailure(
+                f"{what}: {len(missing)} of {expected} jobs never ran "
+                f"(e.g. {sorted(missing)[:5]}); {len(seen)} distinct ran"
+            )
+
+
+class Countdown:
+    """A thread-safe counter that sets an event when it reaches its target."""
+
+    def __init__(self, target: int) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._target = target
+        self.done = threading.Event()
+        if target <= 0:
+            self.done.set()
+
+    def add(self, amount: int = 1) -> None:
+        with self._lock:
+            self._count += amount
+            if self._count >= self._target:
+                self.done.set()
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return self._count
+
+
+def new_prefix(label: str) -> str:
+    """A prefix no other run uses (dropped at the end of the run)."""
+    return f"bench_{label}_{uuid.uuid4().hex[:8]}"
+
+
+def compose(template: LiteralString, prefix: str, **names: str) -> sql.Composed:
+    """``template`` with the prefix's placeholders and extra ``names`` as identifiers."""
+    holders = dict(Prefix(prefix).placeholders())
+    holders.update({key: sql.Identifier(value) for key, value in names.items()})
+    return sql.SQL(template).format(**holders)
+
+
+def fetch_one(
+    conn: psycopg.Connection[Any], query: sql.Composed, params: Any = None
+) -> tuple[Any, ...]:
+    row: tuple[Any, ...] | None = conn.execute(query, params).fetchone()
+    if row is None:
+        raise BenchFailure(f"no row from {query.as_string(conn)[:80]}")
+    return row
+
+
+def drop_prefix(dsn: str, prefix: str, extra_tables: tuple[str, ...] = ()) -> None:
+    """Drop a bench prefix's tables (and any ``extra_tables`` it made)."""
+    names = [f"{prefix}_journal", f"{prefix}_jobs", f"{prefix}_schema_history", *extra_tables]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(
+                sql.SQL(", ").join(sql.Identifier(n) for n in names)
+            )
+        )
+
+
+def set_fillfactor(conn: psycopg.Connection[Any], prefix: str, fillfactor: int | None) -> None:
+    """Override the jobs table's fillfactor (for measuring it); pages written later use it."""
+    if fillfactor is None:
+        return
+    if not 10 <= fillfactor <= 100:
+        raise BenchFailure(f"fillfactor must be within [10, 100], got {fillfactor}")
+    conn.execute(
+        sql.SQL("ALTER TABLE {} SET (fillfactor = {})").format(
+            sql.Identifier(Prefix(prefix).jobs), sql.Literal(fillfactor)
+        )
+    )
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The ``fraction`` quantile by linear interpolation (values need not be sorted)."""
+    if not values:
+        raise BenchFailure("no samples to take a percentile of")
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    cuts = statistics.quantiles(ordered, n=1000, method="inclusive")
+    index = min(len(cuts) - 1, max(0, round(fraction * 1000) - 1))
+    return cuts[index]
+
+
+def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.01) -> None:
+    """Poll ``predicate`` until true; raise `BenchFailure` naming ``what`` after timeout."""
+    deadline = time.monotonic() + timeout
+    stop = threading.Event()
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise BenchFailure(f"timed out after {timeout:g}s waiting for {what}")
+        stop.wait(interval)
