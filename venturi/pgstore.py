@@ -338,6 +338,9 @@ class PostgresStore:
         return [JobRecord.from_row(r) for r in self._fetch("history", params)]
 
     def cleanup(self, criteria: CleanupCriteria, batch: int = 1000) -> int:
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            # A batch of 0 deletes nothing yet never comes back "short": it would loop forever.
+            raise ConfigurationError(f"cleanup batch must be a positive int, got {batch!r}")
         params = {
             "finished_before": criteria.finished_before,
             "kind": criteria.kind,

@@ -1,0 +1,88 @@
+"""Cancel (pending or claimed jobs) and requeue (finished jobs), each journaled."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import Listener, Probe
+from venturi.models import Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
+from venturi.pgstore import PostgresStore
+
+
+def _finished(store: PostgresStore, how: str) -> JobRecord:
+    job_id = store.enqueue(NewJob("k", max_attempts=1))
+    if how == "cancelled":
+        assert store.cancel(job_id)
+    else:
+        [job] = store.claim("w", {"k": 30}, 1)
+        settlement = Settlement.complete() if how == "completed" else Settlement.retry(0)
+        assert store.settle(Claim.of(job), settlement)
+    job = store.get(job_id)
+    assert job is not None and job.status.value == how
+    return job
+
+
+def test_cancel_a_pending_job(store: PostgresStore, probe: Probe) -> None:
+    job_id = store.enqueue(NewJob("k"))
+    assert store.cancel(job_id, note="not needed") is True
+    job = store.get(job_id)
+    assert job is not None
+    assert job.status is JobStatus.CANCELLED and job.finished_at is not None
+    [entry] = store.journal(job_id)
+    assert (entry.outcome, entry.note, entry.run_no) == (Outcome.CANCELLED, "not needed", 0)
+    assert store.claim("w", {"k": 30}, 5) == []
+
+
+def test_cancel_a_claimed_job_fences_out_its_run(store: PostgresStore) -> None:
+    store.enqueue(NewJob("k"))
+    [job] = store.claim("w", {"k": 30}, 1)
+    assert store.cancel(str(job.id)) is True
+    after = store.get(job.id)
+    assert after is not None and after.status is JobStatus.CANCELLED
+    assert after.claim_expires_at is None
+    assert store.extend_lease([(Claim.of(job), 60)]) == set()
+    assert store.settle(Claim.of(job), Settlement.complete()) is False
+    assert store.find_stale() == []
+    assert [e.outcome for e in store.journal(job.id)] == [Outcome.CANCELLED]
+
+
+@pytest.mark.parametrize("how", ["completed", "dead", "cancelled"])
+def test_cancel_a_finished_job_changes_nothing(
+    store: PostgresStore, probe: Probe, how: str
+) -> None:
+    job = _finished(store, how)
+    rows = probe.rows("SELECT * FROM {jobs}"), probe.rows("SELECT * FROM {journal}")
+    assert store.cancel(job.id) is False
+    assert (probe.rows("SELECT * FROM {jobs}"), probe.rows("SELECT * FROM {journal}")) == rows
+
+
+@pytest.mark.parametrize("how", ["completed", "dead", "cancelled"])
+def test_requeue_a_finished_job(store: PostgresStore, listener: Listener, how: str) -> None:
+    job = _finished(store, how)
+    listener.until_marker()
+    before = store.now()
+    assert store.requeue(job.id, note="try again") is True
+    after = store.get(job.id)
+    assert after is not None
+    assert after.status is JobStatus.PENDING
+    assert after.failure_count == 0 and after.finished_at is None
+    assert after.claimed_by is None and after.claim_expires_at is None
+    assert before <= after.visible_at <= store.now()
+    last = store.journal(job.id)[-1]
+    assert (last.outcome, last.note) == (Outcome.REQUEUED, "try again")
+    assert listener.until_marker() == ["k"]
+    [again] = store.claim("w", {"k": 30}, 1)
+    assert again.id == job.id and again.run_count == job.run_count + 1
+
+
+def test_requeue_of_a_pending_or_claimed_job_changes_nothing(
+    store: PostgresStore, probe: Probe
+) -> None:
+    store.enqueue_many([NewJob("k"), NewJob("k")])
+    [claimed] = store.claim("w", {"k": 30}, 1)
+    rows = probe.rows("SELECT * FROM {jobs} ORDER BY id")
+    for job_id in probe.rows("SELECT id FROM {jobs}"):
+        assert store.requeue(job_id[0]) is False
+    assert store.requeue(claimed.id) is False
+    assert probe.rows("SELECT * FROM {jobs} ORDER BY id") == rows
+    assert probe.count("journal") == 0

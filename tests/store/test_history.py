@@ -1,0 +1,84 @@
+"""History: keyset pages by (created_at, id) descending that cover every row once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psycopg
+import pytest
+from ulid import ULID
+
+from tests.support import Probe
+from venturi.models import Claim, HistoryCursor, HistoryFilter, JobRecord, NewJob, Settlement
+from venturi.pgstore import PostgresStore
+
+
+def _all_pages(
+    store: PostgresStore, limit: int, filter: HistoryFilter | None = None
+) -> list[list[JobRecord]]:
+    pages: list[list[JobRecord]] = []
+    cursor: HistoryCursor | None = None
+    while page := store.history(filter or HistoryFilter(), before=cursor, limit=limit):
+        assert len(page) <= limit
+        pages.append(page)
+        cursor = page[-1].cursor
+        assert len(pages) < 1000, "history never ends"
+    return pages
+
+
+def test_pages_cover_every_row_once_even_with_equal_created_at(
+    store: PostgresStore, database_dsn: str, probe: Probe
+) -> None:
+    # Three transactions of 17 jobs each: now() is the transaction's start, so every job
+    # of one transaction has the same created_at and only the id breaks the tie.
+    for _ in range(3):
+        with psycopg.connect(database_dsn) as conn:
+            store.enqueue_many([NewJob("k", {"i": i}) for i in range(10)], conn=conn)
+            for i in range(7):
+                store.enqueue(NewJob("other", {"i": i}), conn=conn)
+    assert probe.scalar("SELECT count(DISTINCT created_at) FROM {jobs}") == 3
+    expected = [
+        (row[0], ULID.from_uuid(row[1]))
+        for row in probe.rows("SELECT created_at, id FROM {jobs} ORDER BY created_at DESC, id DESC")
+    ]
+    for limit in (1, 5, 7, 17, 50):
+        pages = _all_pages(store, limit)
+        seen = [(job.created_at, job.id) for page in pages for job in page]
+        assert seen == expected, f"limit {limit}: pages do not cover every row once"
+        print(f"history limit={limit}: {len(pages)} pages, {len(seen)} rows, all once")
+
+
+def test_filters(store: PostgresStore) -> None:
+    store.enqueue_many([NewJob("a") for _ in range(3)] + [NewJob("b") for _ in range(2)])
+    done = store.claim("w", {"a": 30}, 2)
+    for job in done:
+        assert store.settle(Claim.of(job), Settlement.complete())
+    finished = [store.get(j.id) for j in done]
+    first_done = min(j.finished_at for j in finished if j is not None and j.finished_at)
+
+    def ids(**kwargs: object) -> set[ULID]:
+        return {j.id for j in store.history(HistoryFilter(**kwargs), limit=100)}  # type: ignore[arg-type]
+
+    assert len(ids()) == 5
+    assert len(ids(kind="b")) == 2
+    assert ids(status="completed") == {j.id for j in done}
+    assert ids(kind="b", status="completed") == set()
+    assert ids(finished_since=first_done) == {j.id for j in done}
+    assert ids(finished_until=first_done) == set()
+    assert ids(finished_until=first_done + timedelta(days=1)) == {j.id for j in done}
+    assert ids(kind="a", status="pending") == {
+        j.id for j in store.history(HistoryFilter(kind="a"), limit=100) if j.finished_at is None
+    }
+
+
+def test_newest_first(store: PostgresStore) -> None:
+    ids = [store.enqueue(NewJob("k")) for _ in range(5)]
+    assert [j.id for j in store.history(HistoryFilter(), limit=10)] == ids[::-1]
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_a_filtered_history_pages_too(store: PostgresStore, limit: int) -> None:
+    store.enqueue_many([NewJob("a" if i % 2 else "b") for i in range(9)])
+    pages = _all_pages(store, limit, HistoryFilter(kind="a"))
+    assert sum(len(p) for p in pages) == 4
+    assert all(j.kind == "a" for p in pages for j in p)
