@@ -17,9 +17,9 @@ def _finished(store: PostgresStore, how: str) -> JobRecord:
         [job] = store.claim("w", {"k": 30}, 1)
         settlement = Settlement.complete() if how == "completed" else Settlement.retry(0)
         assert store.settle(Claim.of(job), settlement)
-    job = store.get(job_id)
-    assert job is not None and job.status.value == how
-    return job
+    finished = store.get(job_id)
+    assert finished is not None and finished.status.value == how
+    return finished
 
 
 def test_cancel_a_pending_job(store: PostgresStore, probe: Probe) -> None:

@@ -1,0 +1,110 @@
+"""The notifier: a dedicated LISTEN connection (never from the pool) built from the pool's
+own connection parameters; wait/wake/close; reconnects after losing its connection."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from tests.support import wait_until
+from venturi.models import NewJob
+from venturi.notifier import PostgresNotifier
+from venturi.pgstore import PostgresStore
+
+
+@pytest.fixture
+def notifier(store: PostgresStore) -> Iterator[PostgresNotifier]:
+    instance = store.notifier()
+    instance.connect()
+    yield instance
+    instance.close()
+
+
+def test_wait_times_out_quietly_with_nothing_sent(notifier: PostgresNotifier) -> None:
+    started = time.monotonic()
+    assert notifier.wait(0.2) is False
+    assert time.monotonic() - started >= 0.19
+
+
+def test_an_enqueue_wakes_a_waiter_promptly(
+    store: PostgresStore, notifier: PostgresNotifier
+) -> None:
+    woke: list[float] = []
+
+    def waiter() -> None:
+        if notifier.wait(30):
+            woke.append(time.monotonic())
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    wait_until(thread.is_alive, what="the waiter to start")
+    sent = time.monotonic()
+    store.enqueue(NewJob("k"))
+    thread.join(30)
+    assert woke, "the waiter never woke"
+    print(f"notifier woke {1000 * (woke[0] - sent):.1f} ms after the enqueue")
+    assert notifier.wait(0) is False, "one enqueue, one wakeup"
+
+
+def test_wake_interrupts_a_wait_from_another_thread(notifier: PostgresNotifier) -> None:
+    results: list[bool] = []
+    thread = threading.Thread(target=lambda: results.append(notifier.wait(60)))
+    started = time.monotonic()
+    thread.start()
+    notifier.wake()
+    thread.join(10)
+    assert results == [False]
+    assert time.monotonic() - started < 10
+
+
+def test_close_ends_waiting(notifier: PostgresNotifier) -> None:
+    notifier.close()
+    assert notifier.wait(5) is False
+    assert notifier.connected is False
+    notifier.close()  # idempotent
+
+
+def test_it_reconnects_after_losing_its_connection(
+    store: PostgresStore, notifier: PostgresNotifier, database_dsn: str
+) -> None:
+    pid = notifier.backend_pid()
+    assert pid is not None
+    with psycopg.connect(database_dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    # True after reconnecting: a notification may have been missed meanwhile.
+    assert wait_until(lambda: notifier.wait(1), timeout=30, what="the notifier to reconnect")
+    assert notifier.reconnects >= 1
+    assert notifier.backend_pid() not in (None, pid)
+    store.enqueue(NewJob("k"))
+    assert wait_until(lambda: notifier.wait(1), timeout=10, what="a notification after reconnect")
+
+
+def test_it_uses_the_pools_connection_parameters_but_not_a_pool_connection(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    name = f"venturi-notifier-{store.prefix.name}"[:63]
+    sep = "&" if "?" in database_dsn else "?"
+    tagged = PostgresStore.from_dsn(
+        f"{database_dsn}{sep}application_name={name}", store.prefix, pool_size=1, pool_timeout=2
+    )
+    notifier = tagged.notifier()
+    try:
+        notifier.connect()
+        with psycopg.connect(database_dsn, autocommit=True) as admin:
+            row = admin.execute(
+                "SELECT application_name FROM pg_stat_activity WHERE pid = %s",
+                (notifier.backend_pid(),),
+            ).fetchone()
+        assert row == (name,)
+        # The pool's only connection is still free: the listener is not one of them.
+        with tagged.connection() as conn:
+            assert conn.info.backend_pid != notifier.backend_pid()
+        tagged.enqueue(NewJob("k"))
+        assert wait_until(lambda: notifier.wait(1), timeout=10, what="the notification")
+    finally:
+        notifier.close()
+        tagged.close()

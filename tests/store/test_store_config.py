@@ -1,0 +1,67 @@
+"""The store's pool: its own (sized by pool_size, closed by close()) or a caller's (never
+closed by venturi); an unreachable database raises StoreUnavailable."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from psycopg_pool import ConnectionPool
+
+from tests.support import wait_until
+from venturi.errors import StoreUnavailable
+from venturi.models import Claim, NewJob, Settlement
+from venturi.pgstore import PostgresStore
+from venturi.prefix import Prefix
+
+
+def test_pool_size_caps_the_pool(database_dsn: str, prefix: str) -> None:
+    store = PostgresStore.from_dsn(database_dsn, Prefix(prefix), pool_size=3)
+    try:
+        assert store.pool.max_size == 3
+        assert store.owns_pool
+    finally:
+        store.close()
+    assert store.pool.closed
+
+
+def test_a_borrowed_pool_works_and_is_never_closed(database_dsn: str, prefix: str) -> None:
+    with ConnectionPool(database_dsn, min_size=1, max_size=2, open=True) as pool:
+        store = PostgresStore.from_pool(pool, Prefix(prefix))
+        assert store.migrate()
+        job_id = store.enqueue(NewJob("k", dedup_key="d"))
+        assert store.enqueue(NewJob("k", dedup_key="d")) == job_id
+        [job] = store.claim("w", {"k": 30}, 1)
+        assert store.settle(Claim.of(job), Settlement.complete())
+        notifier = store.notifier()
+        try:
+            notifier.connect()
+            store.enqueue(NewJob("k"))
+            assert wait_until(lambda: notifier.wait(1), timeout=10, what="the notification")
+        finally:
+            notifier.close()
+        store.close()
+        assert not pool.closed
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_an_unreachable_database_raises_store_unavailable_without_the_password() -> None:
+    dsn = f"postgresql://venturi:s3cret-pw@127.0.0.1:{_closed_port()}/nowhere?connect_timeout=1"
+    store = PostgresStore.from_dsn(dsn, Prefix("unreachable"), pool_size=1, pool_timeout=0.5)
+    try:
+        with pytest.raises(StoreUnavailable) as info:
+            store.enqueue(NewJob("k"))
+        assert "s3cret-pw" not in str(info.value)
+        assert "0.5s" in str(info.value)
+        with pytest.raises(StoreUnavailable):
+            store.migrate()
+    finally:
+        store.close()
