@@ -271,9 +271,7 @@ class PostgresStore:
         if not kinds:
             return None
         floor = SMALLINT_MIN if priority_floor is None else priority_floor
-        rows = self._fetch(
-            "seconds_until_visible", {"kinds": list(kinds), "priority_floor": floor}
-        )
+        rows = self._fetch("seconds_until_visible", {"kinds": list(kinds), "priority_floor": floor})
         return None if not rows or rows[0][0] is None else float(rows[0][0])
 
     def sibling(self, pool_size: int = 1) -> PostgresStore:
