@@ -1,11 +1,37 @@
 -- Seconds until the next pending job of the given kinds becomes claimable, measured on
 -- the database clock (0 when one is due already): the idle worker's sleep. Jobs below
 -- the worker's priority floor are never its concern, so they do not wake it.
+-- The claim index orders visible_at within each priority, so a loose index scan visits
+-- each pending (kind, priority) once and takes its first visible_at: a few probes at any
+-- backlog, where min(visible_at) over the kind would read every pending row of it.
 -- Parameters: kinds (text[]), priority_floor. Returns: one float8, or NULL when none.
-SELECT greatest(0, extract(epoch FROM min(n.visible_at) - now()))::float8
-FROM unnest(%(kinds)s::text[]) AS w (kind)
+WITH RECURSIVE levels (kind, priority) AS (
+    SELECT w.kind, top.priority
+    FROM unnest(%(kinds)s::text[]) AS w (kind)
+    CROSS JOIN LATERAL (
+        SELECT j.priority FROM {jobs} AS j
+        WHERE j.status = 'pending' AND j.kind = w.kind AND j.priority >= %(priority_floor)s
+        ORDER BY j.priority DESC
+        LIMIT 1
+    ) AS top
+    UNION ALL
+    SELECT levels.kind, lower.priority
+    FROM levels
+    CROSS JOIN LATERAL (
+        SELECT j.priority FROM {jobs} AS j
+        WHERE j.status = 'pending' AND j.kind = levels.kind
+          AND j.priority < levels.priority AND j.priority >= %(priority_floor)s
+        ORDER BY j.priority DESC
+        LIMIT 1
+    ) AS lower
+)
+-- greatest() ignores NULLs, so without the CASE "nothing pending" would read as "due now".
+SELECT CASE WHEN min(first.visible_at) IS NOT NULL
+            THEN greatest(0, extract(epoch FROM min(first.visible_at) - now())) END::float8
+FROM levels
 CROSS JOIN LATERAL (
-    SELECT min(j.visible_at) AS visible_at
-    FROM {jobs} AS j
-    WHERE j.status = 'pending' AND j.kind = w.kind AND j.priority >= %(priority_floor)s
-) AS n
+    SELECT j.visible_at FROM {jobs} AS j
+    WHERE j.status = 'pending' AND j.kind = levels.kind AND j.priority = levels.priority
+    ORDER BY j.visible_at
+    LIMIT 1
+) AS first
