@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import psycopg
+from psycopg import pq
 from psycopg.rows import tuple_row
 from ulid import ULID
 
@@ -89,6 +90,7 @@ class Enqueuer:
         merge = job.on_duplicate
         assert callable(merge)
         key = {"kind": job.kind, "dedup_key": job.dedup_key}
+        self._join_callers_transaction(conn)
         for _ in range(_DEDUP_ATTEMPTS):
             with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
                 holder = cur.execute(self._query("dedup_holder"), key).fetchone()
@@ -114,6 +116,14 @@ class Enqueuer:
             f"{_DEDUP_ATTEMPTS} attempts"
         )
 
+    def _join_callers_transaction(self, conn: psycopg.Connection[Any]) -> None:
+        """Open the caller's transaction if their connection is idle, so that a following
+        ``conn.transaction()`` is a savepoint inside it. On an idle non-autocommit
+        connection psycopg would BEGIN *and COMMIT* a transaction of its own, committing
+        the job however the caller's transaction ends."""
+        if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            conn.execute(self._query("now"))
+
     def enqueue_many(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[ULID]:
         ids = [ULID() for _ in jobs]
         plain = [(i, j) for i, j in zip(ids, jobs, strict=True) if j.dedup_key is None]
@@ -135,6 +145,7 @@ class Enqueuer:
             with conn.cursor(row_factory=tuple_row) as cur:
                 _execute(conn, cur, self._query("enqueue_many"), params)
             return ids
+        self._join_callers_transaction(conn)
         with conn.transaction():
             if plain:
                 with conn.cursor(row_factory=tuple_row) as cur:

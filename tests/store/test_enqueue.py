@@ -3,6 +3,7 @@ transaction (joined, never committed or rolled back by venturi)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -167,6 +168,34 @@ def test_rollback_leaves_no_job_and_no_notification(
 
 def _merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return {**old, **new}
+
+
+FIRST_WRITES: dict[str, Callable[[PostgresStore, psycopg.Connection[Any]], object]] = {
+    "plain": lambda s, c: s.enqueue(NewJob("k"), conn=c),
+    "keep": lambda s, c: s.enqueue(NewJob("k", dedup_key="d"), conn=c),
+    "replace": lambda s, c: s.enqueue(NewJob("k", dedup_key="d", on_duplicate="replace"), c),
+    "merge": lambda s, c: s.enqueue(NewJob("k", dedup_key="d", on_duplicate=_merge), conn=c),
+    "many": lambda s, c: s.enqueue_many([NewJob("k"), NewJob("k")], conn=c),
+    "many with dedup": lambda s, c: s.enqueue_many([NewJob("k"), NewJob("k", dedup_key="e")], c),
+}
+
+
+def _status(conn: psycopg.Connection[Any]) -> pq.TransactionStatus:
+    return conn.info.transaction_status
+
+
+@pytest.mark.parametrize("write", list(FIRST_WRITES))
+def test_an_enqueue_opening_the_callers_transaction_never_commits_it(
+    store: PostgresStore, database_dsn: str, listener: Listener, probe: Probe, write: str
+) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        assert _status(conn) == pq.TransactionStatus.IDLE
+        FIRST_WRITES[write](store, conn)
+        assert _status(conn) == pq.TransactionStatus.INTRANS
+        assert probe.count("jobs") == 0, "the caller's transaction was committed"
+        conn.rollback()
+    assert probe.count("jobs") == 0
+    assert listener.until_marker() == []
 
 
 def test_the_callers_writes_and_the_job_commit_together(
