@@ -49,6 +49,11 @@ class PostgresNotifier:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._closed = threading.Event()
+        # Guards the wake pipe and the connection against `close` from another thread:
+        # once closed, their descriptor numbers may be reused by unrelated files or
+        # sockets, so nothing may write to, read from or close them again.
+        self._lock = threading.Lock()
+        self._waiting = False
         self._failures = 0
         self._last_activity = 0.0
         self.reconnects = 0
@@ -66,8 +71,19 @@ class PostgresNotifier:
 
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` s; True if a notification arrived or we reconnected."""
-        if self._closed.is_set():
-            return False
+        with self._lock:
+            if self._closed.is_set():
+                return False
+            self._waiting = True
+        try:
+            return self._wait(timeout)
+        finally:
+            with self._lock:
+                self._waiting = False
+                if self._closed.is_set():
+                    self._release()  # `close` came while we waited and left this to us
+
+    def _wait(self, timeout: float) -> bool:
         if not self.connected:
             return self._reconnect(timeout)
         try:
@@ -130,6 +146,11 @@ class PostgresNotifier:
 
     def wake(self) -> None:
         """Make a `wait` in progress (or the next one) return at once."""
+        with self._lock:
+            if not self._closed.is_set():
+                self._write_wake()
+
+    def _write_wake(self) -> None:
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._wake_w, b"x")
 
@@ -145,8 +166,17 @@ class PostgresNotifier:
         return None if self._conn is None else self._conn.info.backend_pid
 
     def close(self) -> None:
-        self._closed.set()
-        self.wake()
+        """Stop listening; idempotent. A `wait` in progress returns False at once and
+        releases the connection itself, so nothing is closed under its feet."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+            self._write_wake()
+            if not self._waiting:
+                self._release()
+
+    def _release(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

@@ -3,6 +3,8 @@ own connection parameters; wait/wake/close; reconnects after losing its connecti
 
 from __future__ import annotations
 
+import os
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -66,6 +68,47 @@ def test_close_ends_waiting(notifier: PostgresNotifier) -> None:
     assert notifier.wait(5) is False
     assert notifier.connected is False
     notifier.close()  # idempotent
+
+
+def test_after_close_its_old_descriptors_are_never_touched(notifier: PostgresNotifier) -> None:
+    # Once closed, the wake pipe's descriptor numbers are free and the next file or socket
+    # opened gets them; a late wake() or a second close() must not write to or close it.
+    notifier.close()
+    read_fd, write_fd = os.pipe()
+    try:
+        notifier.wake()
+        notifier.close()
+        os.fstat(read_fd), os.fstat(write_fd)  # still open
+        ready, _, _ = select.select([read_fd], [], [], 0)
+        assert ready == [], "wake() after close() wrote into an unrelated descriptor"
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_close_from_another_thread_ends_a_wait_and_releases_the_connection(
+    notifier: PostgresNotifier, database_dsn: str
+) -> None:
+    pid = notifier.backend_pid()
+    results: list[bool] = []
+    thread = threading.Thread(target=lambda: results.append(notifier.wait(60)))
+    thread.start()
+    wait_until(thread.is_alive, timeout=10, what="the waiting thread to start")
+    notifier.close()
+    thread.join(10)
+    assert results == [False]
+    assert not notifier.connected
+    with psycopg.connect(database_dsn, autocommit=True) as admin:
+        wait_until(
+            lambda: (
+                admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone()
+                == (0,)
+            ),
+            timeout=10,
+            what="the LISTEN connection to close",
+        )
 
 
 def test_it_reconnects_after_losing_its_connection(
