@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -99,7 +100,10 @@ class Enqueuer:
                     if inserted is not None:
                         return ULID.from_uuid(inserted[0])
                     continue
-                merged = merge(dict(holder[1]), dict(job.payload))
+                current = holder[1]
+                if isinstance(current, str):  # a caller's connection may load jsonb as text
+                    current = json.loads(current)  # (Django's does, for its JSONField)
+                merged = merge(dict(current), dict(job.payload))
                 if not isinstance(merged, Mapping):
                     raise InvalidPayload(
                         f"merge function for {job.kind!r} returned {type(merged).__name__}, "

@@ -369,6 +369,29 @@ class PostgresStore:
                 f"job {job_id} cannot be requeued: another pending job holds its dedup key"
             ) from exc
 
+    def requeue_dead(
+        self, kind: str | None = None, note: str | None = None, batch: int = 1000
+    ) -> int:
+        """Requeue every job dead now (of ``kind``), in bounded batches; returns the count.
+
+        A dead job whose dedup key a pending job holds stays dead.
+        """
+        params = {"kind": kind, "dead_before": self.now(), "note": note, "batch": batch}
+        total = 0
+        races = 0
+        while True:
+            try:
+                count = len(self._fetch("requeue_dead", params))
+            except errors.UniqueViolation as exc:
+                # An enqueue took a key mid-statement; nothing changed, so try again.
+                races += 1
+                if races > 20:
+                    raise DuplicateJob("requeue kept racing enqueues for dedup keys") from exc
+                continue
+            total += count
+            if count < batch:
+                return total
+
     def close(self) -> None:
         """Close the pool if this store opened it; a borrowed pool is left alone."""
         if self.owns_pool:

@@ -272,6 +272,14 @@ class Queue:
         self._check_process()
         return self.store.requeue(job_id)
 
+    def requeue_dead(self, kind: str | None = None) -> int:
+        """Put every dead job (of ``kind``) back in line; returns how many went back.
+
+        A dead job whose dedup key a pending job holds stays dead.
+        """
+        self._check_process()
+        return self.store.requeue_dead(kind, note="requeued with all dead jobs")
+
     # -- working ----------------------------------------------------------------------
 
     def worker(
@@ -285,9 +293,15 @@ class Queue:
         events: WorkerEvents | None = None,
         **options: Any,
     ) -> Worker:
-        """A worker for this queue's registered kinds (or ``kinds``); call `start` or `run`."""
+        """A worker for this queue's registered kinds (or ``kinds``); call `start` or `run`.
+
+        ``metrics_port=N`` (extra ``metrics``) serves Prometheus metrics on port N
+        (``metrics_addr``, default 0.0.0.0) until the worker stops.
+        """
         self._check_process()
-        return Worker(
+        metrics_port = options.pop("metrics_port", None)
+        metrics_addr = options.pop("metrics_addr", "0.0.0.0")
+        worker = Worker(
             self.store,
             self.definitions,
             kinds=kinds,
@@ -299,6 +313,15 @@ class Queue:
             owner_pid=self._pid,
             **options,
         )
+        if metrics_port is not None:
+            try:
+                from venturi.metrics import serve_worker_metrics
+            except ImportError as exc:
+                raise ConfigurationError(f"metrics_port: {exc}") from exc
+            # Built after the worker, so a refused worker option leaves no server behind.
+            worker.events, server = serve_worker_metrics(self, metrics_port, metrics_addr, events)
+            worker.stop_hooks.append(server.close)
+        return worker
 
     def drain(self, kinds: Sequence[str] | None = None, *, wait_for: Duration = 0) -> int:
         """Run every due job inline in this thread until none is left; returns runs.

@@ -12,7 +12,7 @@ import threading
 import time
 import types
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from venturi.completer import Completer
@@ -109,6 +109,8 @@ class Worker:
         self._heartbeat: Periodic | None = None
         self._reaper: Periodic | None = None
         self._completer: Completer | None = None
+        # Called once when the worker has stopped (e.g. to close its metrics server).
+        self.stop_hooks: list[Callable[[], None]] = []
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -189,6 +191,7 @@ class Worker:
         with self._lock:
             if self._state is _State.NEW:
                 self._state = _State.STOPPED
+                self._run_stop_hooks()
                 return
             if self._state is not _State.RUNNING:
                 return
@@ -218,12 +221,21 @@ class Worker:
             self._side_store.close()
         with self._lock:
             self._state = _State.STOPPED
+        self._run_stop_hooks()
         logger.info(
             "worker %s stopped: released %d prefetched and %d running jobs",
             self.name,
             released,
             len(still_running),
         )
+
+    def _run_stop_hooks(self) -> None:
+        hooks, self.stop_hooks = self.stop_hooks, []
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:
+                logger.exception("stop hook %r of worker %s failed", hook, self.name)
 
     def _running(self, held: HeldJob) -> bool:
         return self.held.get(held.job.id) is held

@@ -1,0 +1,128 @@
+"""Fixtures for driving the `venturi` command: an in-process runner bound to this test's
+prefix, a migrated queue with a few handlers, and helpers for subprocess workers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+from click.testing import CliRunner, Result
+from prometheus_client.parser import text_string_to_metric_families
+
+import venturi
+from venturi.cli import build_cli
+
+CLOSED_PORT_DSN = "postgresql://postgres:topsecret@127.0.0.1:1/none?connect_timeout=2"
+
+
+class Invoke(Protocol):
+    def __call__(
+        self, *args: str, input: str | None = None, env: dict[str, str | None] | None = None
+    ) -> Result: ...
+
+
+@pytest.fixture
+def invoke(database_dsn: str, prefix: str) -> Invoke:
+    """Run `venturi ARGS` in this process against this test's prefix."""
+    runner = CliRunner()
+    cli = build_cli()
+
+    def run(
+        *args: str, input: str | None = None, env: dict[str, str | None] | None = None
+    ) -> Result:
+        full_env: dict[str, str | None] = {
+            "VENTURI_DSN": database_dsn,
+            "VENTURI_PREFIX": prefix,
+            **(env or {}),
+        }
+        return runner.invoke(cli, list(args), input=input, env=full_env, catch_exceptions=False)
+
+    return run
+
+
+@pytest.fixture
+def queue(database_dsn: str, prefix: str) -> Iterator[venturi.Queue]:
+    """A migrated queue with kinds `ok` (returns n), `bad` (poison) and `flaky` (fails
+    while its payload says so)."""
+    q = venturi.Queue(database_dsn, prefix=prefix, pool_size=4)
+    q.migrate()
+
+    @q.job("ok", lease=5)
+    def ok(n: int) -> int:
+        return n
+
+    @q.job("bad", max_attempts=1)
+    def bad(n: int) -> None:
+        raise venturi.Fail(f"poison {n}")
+
+    @q.job("flaky", max_attempts=3, backoff=venturi.constant(0))
+    def flaky(fail: bool) -> None:
+        if fail:
+            raise RuntimeError("flaky failure")
+
+    yield q
+    q.close()
+
+
+def one_error_line(result: Result) -> str:
+    """The single line a failed command printed; fails if it printed more (or a trace)."""
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one line, got {result.output!r}"
+    assert lines[0].startswith("Error: "), lines[0]
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(port: int) -> Samples:
+    """Every sample served at http://127.0.0.1:PORT/metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def sample(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def start_cli_process(
+    args: list[str], cwd: Path, env: dict[str, str], log: Path
+) -> subprocess.Popen[bytes]:
+    """`venturi ARGS` in a child process (for signals), its output in ``log``."""
+    code = "from venturi.cli import main; main()"
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            cwd=cwd,
+            env={**os.environ, **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def answers(fetch: Callable[[], Any]) -> Any:
+    """``fetch()``, or None while it cannot connect yet."""
+    try:
+        return fetch()
+    except OSError:
+        return None

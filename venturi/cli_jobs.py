@@ -1,0 +1,461 @@
+"""Sub-commands that enqueue, inspect and manage jobs: enqueue, job, history, dead,
+stats, cancel, requeue, cleanup."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+from rich.table import Table
+
+from venturi.cli_support import (
+    DURATION,
+    CliState,
+    console,
+    echo_json,
+    pass_state,
+    show_age,
+    show_json,
+    show_time,
+    table,
+)
+from venturi.errors import InvalidJob
+from venturi.models import JobRecord, JobStatus, JournalRecord, StatsSnapshot, to_uuid
+from venturi.queue import Queue
+
+_STATUSES = [s.value for s in JobStatus]
+_TERMINAL = [s.value for s in JobStatus if s.terminal]
+
+
+class JobIdType(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2
+    """A job id: a ULID (as printed by venturi) or the UUID it is stored as."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            to_uuid(str(value))
+        except InvalidJob as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
+JOB_ID = JobIdType()
+
+
+def _parse_payload(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    source = sys.stdin.read() if text == "-" else text
+    try:
+        value = json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="'JSON'") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter(
+            f"must be a JSON object (the job's keyword arguments), got {type(value).__name__}",
+            param_hint="'JSON'",
+        )
+    return value
+
+
+def _parse_at(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not an ISO 8601 time such as 2030-01-31T09:00:00+00:00",
+            param_hint="'--at'",
+        ) from None
+
+
+@click.command()
+@click.argument("kind")
+@click.argument("payload", required=False, metavar="[JSON]")
+@click.option("--delay", type=DURATION, help="Run no sooner than this from now (30s, 5m, ...).")
+@click.option("--at", "at_text", metavar="TIME", help="Run at this ISO 8601 time (with offset).")
+@click.option("--priority", type=int, help="Higher runs first (smallint; default 0).")
+@click.option("--dedup-key", help="At most one pending job of KIND holds this key.")
+@click.option(
+    "--on-duplicate",
+    type=click.Choice(["keep", "replace"]),
+    default="keep",
+    show_default=True,
+    help="With --dedup-key: keep the pending job's payload, or replace it with this one.",
+)
+@click.option("--max-attempts", type=click.IntRange(min=1), help="Runs before it goes dead.")
+@pass_state
+def enqueue(
+    state: CliState,
+    *,
+    kind: str,
+    payload: str | None,
+    delay: float | None,
+    at_text: str | None,
+    priority: int | None,
+    dedup_key: str | None,
+    on_duplicate: str,
+    max_attempts: int | None,
+) -> None:
+    """Enqueue one job; prints its id.
+
+    KIND is the job kind; JSON its payload, an object of the handler's keyword arguments
+    (`-` reads it from stdin; default {}).
+    """
+    data = _parse_payload(payload)
+    options: dict[str, Any] = {
+        "priority": priority,
+        "delay": delay,
+        "at": _parse_at(at_text),
+        "dedup_key": dedup_key,
+        "max_attempts": max_attempts,
+    }
+    chosen = {name: value for name, value in options.items() if value is not None}
+    job_id = state.queue().enqueue(kind, data, on_duplicate=on_duplicate, **chosen)
+    click.echo(str(job_id))
+
+
+def _summary(note: str | None) -> str:
+    """One line of a journal note: a traceback's last line, or the note's first."""
+    if not note:
+        return ""
+    lines = [line for line in note.strip().splitlines() if line.strip()]
+    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    return line if len(lines) == 1 else f"{line} (+{len(lines) - 1} lines)"
+
+
+def _record_json(record: JobRecord) -> dict[str, Any]:
+    return {
+        "id": str(record.id),
+        "kind": record.kind,
+        "status": record.status.value,
+        "priority": record.priority,
+        "payload": record.payload,
+        "carry": record.carry,
+        "run_count": record.run_count,
+        "failure_count": record.failure_count,
+        "max_attempts": record.max_attempts,
+        "dedup_key": record.dedup_key,
+        "created_at": record.created_at.isoformat(),
+        "visible_at": record.visible_at.isoformat(),
+        "finished_at": None if record.finished_at is None else record.finished_at.isoformat(),
+        "claimed_by": record.claimed_by,
+        "claim_expires_at": None
+        if record.claim_expires_at is None
+        else record.claim_expires_at.isoformat(),
+    }
+
+
+def _journal_json(entry: JournalRecord) -> dict[str, Any]:
+    return {
+        "run": entry.run_no,
+        "outcome": entry.outcome.value,
+        "recorded_at": entry.recorded_at.isoformat(),
+        "note": entry.note,
+        "attachment": entry.attachment,
+    }
+
+
+def journal_table(entries: list[JournalRecord], title: str = "journal") -> Table:
+    """A journal as a table, one row per transition."""
+    grid = table("run", "outcome", "recorded", "note", "attachment", title=title)
+    for entry in entries:
+        grid.add_row(
+            str(entry.run_no),
+            entry.outcome.value,
+            show_time(entry.recorded_at),
+            _summary(entry.note),
+            show_json(entry.attachment),
+        )
+    return grid
+
+
+def _require(queue: Queue, job_id: str) -> JobRecord:
+    record = queue.get(job_id)
+    if record is None:
+        raise click.ClickException(f"no job {job_id} under prefix {queue.prefix!r}")
+    return record
+
+
+@click.command("job")
+@click.argument("job_id", type=JOB_ID, metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, notes in full.")
+@pass_state
+def job(state: CliState, job_id: str, as_json: bool) -> None:
+    """Show one job and its journal (every run and transition)."""
+    queue = state.queue()
+    record = _require(queue, job_id)
+    entries = queue.journal(record.id)
+    if as_json:
+        echo_json({**_record_json(record), "journal": [_journal_json(e) for e in entries]})
+        return
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    rows = [
+        ("id", str(record.id)),
+        ("kind", record.kind),
+        ("status", record.status.value),
+        ("priority", str(record.priority)),
+        ("runs", str(record.run_count)),
+        ("failures", f"{record.failure_count} (dead at {record.max_attempts})"),
+        ("created", show_time(record.created_at)),
+        ("visible at", show_time(record.visible_at)),
+        ("finished", show_time(record.finished_at)),
+        ("claimed by", record.claimed_by or ""),
+        ("lease until", show_time(record.claim_expires_at)),
+        ("dedup key", record.dedup_key or ""),
+        ("payload", show_json(record.payload)),
+        ("carry", show_json(record.carry)),
+    ]
+    for name, value in rows:
+        grid.add_row(name, value)
+    out = console()
+    out.print(grid)
+    out.print(journal_table(entries))
+
+
+def _jobs_table(records: list[JobRecord]) -> Table:
+    grid = table("id", "kind", "status", "priority", "runs", "created", "finished")
+    for r in records:
+        grid.add_row(
+            str(r.id),
+            r.kind,
+            r.status.value,
+            str(r.priority),
+            str(r.run_count),
+            show_time(r.created_at),
+            show_time(r.finished_at),
+        )
+    return grid
+
+
+def _page(
+    queue: Queue, kind: str | None, status: str | None, limit: int, before: str | None
+) -> list[JobRecord]:
+    cursor = None
+    if before is not None:
+        after = queue.get(before)
+        if after is None:
+            raise click.BadParameter(
+                f"no job {before}; pass the last id of the previous page", param_hint="'--before'"
+            )
+        cursor = after.cursor
+    return queue.history(kind=kind, status=status, before=cursor, limit=limit)
+
+
+def _next_page_hint(records: list[JobRecord], limit: int, command: str) -> None:
+    if len(records) == limit:
+        click.echo(f"next page: {command} --before {records[-1].id}", err=True)
+
+
+_PAGE_OPTIONS = [
+    click.option("--kind", help="Only this kind."),
+    click.option(
+        "--limit", type=click.IntRange(1, 10_000), default=20, show_default=True, help="Page size."
+    ),
+    click.option(
+        "--before",
+        type=JOB_ID,
+        metavar="CURSOR",
+        help="The last id of the previous page (printed after a full page).",
+    ),
+    click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+]
+
+
+def _page_options(func: Any) -> Any:
+    for option in reversed(_PAGE_OPTIONS):
+        func = option(func)
+    return func
+
+
+@click.command()
+@_page_options
+@click.option("--status", type=click.Choice(_STATUSES), help="Only jobs in this status.")
+@pass_state
+def history(
+    state: CliState,
+    *,
+    kind: str | None,
+    limit: int,
+    before: str | None,
+    as_json: bool,
+    status: str | None,
+) -> None:
+    """List jobs, newest first, a page at a time.
+
+    After a full page the command for the next one is printed on stderr.
+    """
+    records = _page(state.queue(), kind, status, limit, before)
+    if as_json:
+        echo_json([_record_json(r) for r in records])
+    elif records:
+        console().print(_jobs_table(records))
+    else:
+        click.echo("no jobs match")
+    _next_page_hint(records, limit, "venturi history")
+
+
+@click.command()
+@_page_options
+@pass_state
+def dead(state: CliState, kind: str | None, limit: int, before: str | None, as_json: bool) -> None:
+    """List dead jobs with why each died.
+
+    The dead-letter list, newest first; requeue them with `venturi requeue`.
+    """
+    queue = state.queue()
+    records = _page(queue, kind, JobStatus.DEAD.value, limit, before)
+    reasons = {r.id: _last_note(queue.journal(r.id)) for r in records}
+    if as_json:
+        echo_json([{**_record_json(r), "reason": reasons[r.id]} for r in records])
+        _next_page_hint(records, limit, "venturi dead")
+        return
+    if not records:
+        click.echo("no dead jobs")
+        return
+    grid = table("id", "kind", "failures", "died", "reason")
+    for r in records:
+        reason = _summary(reasons[r.id])
+        grid.add_row(str(r.id), r.kind, str(r.failure_count), show_time(r.finished_at), reason)
+    console().print(grid)
+    _next_page_hint(records, limit, "venturi dead")
+    click.echo("requeue: venturi requeue ID, or venturi requeue --all-dead [--kind K]", err=True)
+
+
+def _last_note(entries: list[JournalRecord]) -> str | None:
+    notes = [e.note for e in entries if e.note]
+    return notes[-1] if notes else None
+
+
+def _stats_json(snapshot: StatsSnapshot) -> dict[str, Any]:
+    return {
+        "taken_at": snapshot.taken_at.isoformat(),
+        "kinds": {
+            k.kind: {
+                "pending": k.pending,
+                "scheduled": k.scheduled,
+                "claimed": k.claimed,
+                "completed": k.completed,
+                "dead": k.dead,
+                "cancelled": k.cancelled,
+                "oldest_pending_seconds": k.oldest_pending_seconds,
+            }
+            for k in snapshot.kinds
+        },
+    }
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def stats(state: CliState, as_json: bool) -> None:
+    """Job counts per kind, and the oldest wait.
+
+    pending: due now; scheduled: due later; claimed: running; oldest pending: how long
+    the longest-waiting due job has waited.
+    """
+    queue = state.queue()
+    snapshot = queue.stats()
+    if as_json:
+        echo_json(_stats_json(snapshot))
+        return
+    if not snapshot.kinds:
+        click.echo(f"no jobs under prefix {queue.prefix!r}")
+        return
+    fields = ("pending", "scheduled", "claimed", "completed", "dead", "cancelled")
+    grid = table("kind", *fields, "oldest pending", footer=True)
+    grid.columns[0].footer = "total"
+    for column, field in zip(grid.columns[1:], fields, strict=False):
+        column.justify = "right"
+        column.footer = str(snapshot.total(field))
+    grid.columns[-1].justify = "right"
+    for k in snapshot.kinds:
+        counts = [str(getattr(k, field)) for field in fields]
+        grid.add_row(k.kind, *counts, show_age(k.oldest_pending_seconds))
+    console().print(grid)
+
+
+@click.command()
+@click.argument("job_id", type=JOB_ID, metavar="ID")
+@pass_state
+def cancel(state: CliState, job_id: str) -> None:
+    """Cancel a pending or running job.
+
+    A running handler sees `ctx.stopping` set; whatever it returns later is fenced out.
+    """
+    queue = state.queue()
+    if not queue.cancel(job_id):
+        record = _require(queue, job_id)
+        raise click.ClickException(
+            f"job {job_id} is {record.status.value}; only pending or running jobs can be cancelled"
+        )
+    click.echo(f"cancelled {job_id}")
+
+
+@click.command()
+@click.argument("job_id", type=JOB_ID, metavar="[ID]", required=False)
+@click.option("--all-dead", is_flag=True, help="Requeue every dead job (of --kind).")
+@click.option("--kind", help="With --all-dead: only this kind.")
+@pass_state
+def requeue(state: CliState, job_id: str | None, all_dead: bool, kind: str | None) -> None:
+    """Put finished jobs back in line.
+
+    Either job ID (dead, cancelled or completed), or with --all-dead every dead job (of
+    --kind), with a fresh failure count. A job whose dedup key a pending job holds stays.
+    """
+    if (job_id is None) == (not all_dead):
+        raise click.UsageError("give either a job ID or --all-dead")
+    if kind is not None and not all_dead:
+        raise click.UsageError("--kind goes with --all-dead")
+    queue = state.queue()
+    if job_id is None:
+        count = queue.requeue_dead(kind=kind)
+        which = "dead jobs" if kind is None else f"dead {kind} jobs"
+        click.echo(f"requeued {count} {which}")
+        return
+    if not queue.requeue(job_id):
+        record = _require(queue, job_id)
+        raise click.ClickException(
+            f"job {job_id} is {record.status.value}; only dead, cancelled or completed jobs "
+            "can be requeued"
+        )
+    click.echo(f"requeued {job_id}")
+
+
+@click.command()
+@click.option(
+    "--older-than",
+    type=DURATION,
+    required=True,
+    help="Delete jobs that finished longer ago than this (7d, 12h, ...).",
+)
+@click.option("--kind", help="Only this kind.")
+@click.option("--status", type=click.Choice(_TERMINAL), help="Only this terminal status.")
+@pass_state
+def cleanup(state: CliState, older_than: float, kind: str | None, status: str | None) -> None:
+    """Delete finished jobs older than a duration.
+
+    Completed, dead and cancelled jobs (and their journal) that finished longer ago than
+    --older-than, in database time.
+    """
+    queue = state.queue()
+    # Database time, like every other cut-off venturi computes, so client clock skew
+    # cannot widen the deletion.
+    try:
+        cutoff = queue.store.now() - timedelta(seconds=older_than)
+    except OverflowError:
+        raise click.BadParameter("reaches before year 1", param_hint="'--older-than'") from None
+    deleted = queue.cleanup(finished_before=cutoff, kind=kind, status=status)
+    click.echo(f"deleted {deleted} jobs that finished before {show_time(cutoff)}")
+
+
+def job_commands() -> list[click.Command]:
+    """The sub-commands that work on jobs."""
+    return [enqueue, job, history, dead, stats, cancel, requeue, cleanup]

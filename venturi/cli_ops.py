@@ -1,0 +1,252 @@
+"""Sub-commands that set up and run a queue: migrate, sql, worker, healthcheck."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import click
+import psycopg
+from psycopg import sql
+
+from venturi import __version__, migrations, sqlfiles
+from venturi.cli_support import DURATION, CliState, import_queue, one_line, pass_state
+from venturi.errors import VenturiError
+from venturi.prefix import Prefix
+from venturi.queue import Queue
+
+DEFAULT_MIGRATION_LOCK_TIMEOUT = 60.0
+
+
+@click.command()
+@pass_state
+def migrate(state: CliState) -> None:
+    """Create or upgrade the queue's tables.
+
+    Safe to run repeatedly and concurrently (an advisory lock per prefix serialises it).
+    """
+    queue = state.queue()
+    applied = queue.migrate()
+    if applied:
+        click.echo(f"prefix {queue.prefix!r}: applied {', '.join(applied)}")
+    else:
+        click.echo(f"prefix {queue.prefix!r} is up to date")
+
+
+def _render(file: str, prefix: Prefix, **values: Any) -> str:
+    """A SQL file composed for ``prefix``, its parameters written in as SQL literals."""
+    text = sqlfiles.query(file, prefix).as_string(None)
+    if values:
+        # Only the lock and record statements take parameters, and neither holds another
+        # `%`; this is the client-side binding psycopg itself would do.
+        text = text % {key: sql.Literal(value).as_string(None) for key, value in values.items()}
+    text = text.strip()
+    return text if text.endswith(";") else text + ";"
+
+
+def schema_script(prefix: Prefix, after: int = 0) -> str:
+    """The DDL of every migration later than ``after`` for ``prefix``, as one transaction
+    that takes the same advisory lock and records the same history as `venturi migrate`."""
+    wanted = [(v, name) for v, name in migrations.known_migrations() if v > after]
+    lock_ms = f"{int(DEFAULT_MIGRATION_LOCK_TIMEOUT * 1000)}ms"
+    parts = [
+        f"-- venturi {__version__}: schema of prefix {prefix.name!r}, "
+        f"migrations {', '.join(n for _, n in wanted) or '(none)'}.",
+        "-- Apply in one go, e.g. psql -v ON_ERROR_STOP=1 -f schema.sql; `venturi migrate`",
+        "-- then finds these migrations applied.",
+        "BEGIN;",
+        _render("migration_lock", prefix, timeout=lock_ms, key=prefix.lock_key),
+        _render("migration_history_create", prefix),
+    ]
+    for version, name in wanted:
+        parts.append(f"\n-- migration {name}")
+        parts.append(_render(f"migrations/{name}", prefix))
+        parts.append(_render("migration_record", prefix, version=version, name=name))
+    parts.append("COMMIT;")
+    return "\n".join(parts) + "\n"
+
+
+@click.command("sql")
+@click.option(
+    "--after",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Only migrations after this schema version (to upgrade a prefix).",
+)
+@pass_state
+def sql_command(state: CliState, after: int) -> None:
+    """Print the schema SQL for the prefix.
+
+    For teams that apply DDL themselves: one transaction that takes the same lock and
+    records the same history as `venturi migrate`.
+    """
+    name = state.queue().prefix if state.embedded_in_app else state.prefix
+    click.echo(schema_script(Prefix(name), after), nl=False)
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def worker_command(embedded: bool) -> click.Command:
+    """`worker`; with ``embedded`` (an application supplies the queue) it has no --app."""
+
+    @click.command("worker")
+    @click.option(
+        "--app",
+        envvar="VENTURI_APP",
+        metavar="MODULE:QUEUE",
+        help="Import this venturi.Queue (its jobs registered at import) [env VENTURI_APP]. "
+        "Its own DSN and prefix apply.",
+    )
+    @click.option("--kinds", help="Comma-separated kinds to run (default: every registered kind).")
+    @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True)
+    @click.option("--priority-floor", type=click.IntRange(-32768, 32767), help="Skip jobs below.")
+    @click.option(
+        "--poll-interval",
+        type=DURATION,
+        default="5s",
+        show_default=True,
+        help="Longest idle sleep when no NOTIFY arrives.",
+    )
+    @click.option("--name", help="Worker name recorded in claimed_by (default host:pid:random).")
+    @click.option("--metrics-port", type=click.IntRange(0, 65535), help="Serve Prometheus metrics.")
+    @click.option("--metrics-addr", default="0.0.0.0", show_default=True)
+    @click.option(
+        "--stop-timeout",
+        type=DURATION,
+        default="30s",
+        show_default=True,
+        help="Grace for running jobs on SIGINT/SIGTERM before they are released.",
+    )
+    @click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"]),
+        default="info",
+        show_default=True,
+    )
+    @pass_state
+    def worker(state: CliState, /, *, app: str | None = None, **options: Any) -> None:
+        """Run jobs until SIGINT or SIGTERM.
+
+        The first signal stops claiming and gives running jobs --stop-timeout to finish
+        (their `ctx.stopping` is set); a second one releases them at once.
+        """
+        if embedded:
+            queue = state.queue()
+        elif app is not None:
+            queue = import_queue(app)
+        else:
+            raise click.UsageError(
+                "worker needs --app MODULE:QUEUE (or VENTURI_APP): the venturi.Queue whose "
+                "jobs it runs"
+            )
+        _run_worker(queue, **options)
+
+    if embedded:  # the application supplies the queue, so there is nothing to import
+        worker.params = [p for p in worker.params if p.name != "app"]
+    return worker
+
+
+def _run_worker(
+    queue: Queue,
+    *,
+    kinds: str | None,
+    concurrency: int,
+    priority_floor: int | None,
+    poll_interval: float,
+    name: str | None,
+    metrics_port: int | None,
+    metrics_addr: str,
+    stop_timeout: float,
+    log_level: str,
+) -> None:
+    _configure_logging(log_level)
+    chosen = None if kinds is None else [k.strip() for k in kinds.split(",") if k.strip()]
+    options: dict[str, Any] = {}
+    if metrics_port is not None:
+        options.update(metrics_port=metrics_port, metrics_addr=metrics_addr)
+    worker = queue.worker(
+        chosen,
+        concurrency=concurrency,
+        priority_floor=priority_floor,
+        name=name,
+        poll_interval=poll_interval,
+        **options,
+    )
+    try:
+        worker.run(timeout=stop_timeout)
+    finally:
+        worker.stop(stop_timeout)  # a no-op after run(); frees the metrics port otherwise
+
+
+Check = Callable[[], str]
+
+
+def _check_reachable(queue: Queue) -> str:
+    started = time.monotonic()
+    with queue.store.connection() as conn:
+        version = conn.info.parameter_status("server_version") or "?"
+    return f"PostgreSQL {version} answered in {(time.monotonic() - started) * 1000:.0f} ms"
+
+
+def _check_schema(queue: Queue) -> str:
+    queue.store.check_schema()
+    return f"prefix {queue.prefix!r} is at schema version {migrations.latest_version()}"
+
+
+def _check_notify(queue: Queue, timeout: float) -> str:
+    notifier = queue.store.notifier()
+    try:
+        notifier.connect()
+        started = time.monotonic()
+        queue.store.notify(f"healthcheck:{uuid.uuid4().hex}")
+        deadline = started + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if notifier.wait(left):
+                return f"LISTEN/NOTIFY round trip in {(time.monotonic() - started) * 1000:.0f} ms"
+        raise VenturiError(
+            f"no NOTIFY came back within {timeout:g}s (a transaction-pooling proxy "
+            "drops them; workers would fall back to polling)"
+        )
+    finally:
+        notifier.close()
+
+
+@click.command()
+@click.option("--timeout", type=DURATION, default="5s", show_default=True, help="Per check.")
+@pass_state
+@click.pass_context
+def healthcheck(ctx: click.Context, state: CliState, timeout: float) -> None:
+    """Check database, schema and NOTIFY; exit 0 or 1.
+
+    The database answers, the prefix's schema is current, and a NOTIFY comes back on
+    a LISTEN connection. For container health probes.
+    """
+    try:
+        queue = state.queue()
+    except (click.ClickException, VenturiError) as exc:
+        click.echo(f"FAIL database reachable: {exc}")
+        ctx.exit(1)
+    checks: list[tuple[str, Check]] = [
+        ("database reachable", lambda: _check_reachable(queue)),
+        ("schema current", lambda: _check_schema(queue)),
+        ("listen/notify", lambda: _check_notify(queue, timeout)),
+    ]
+    for label, check in checks:
+        try:
+            detail = check()
+        except (VenturiError, psycopg.Error) as exc:
+            click.echo(f"FAIL {label}: {one_line(exc)}")
+            ctx.exit(1)
+        click.echo(f"ok   {label}: {detail}")
+
+
+def operation_commands(embedded: bool) -> list[click.Command]:
+    """The sub-commands that set up and run the queue."""
+    return [migrate, sql_command, worker_command(embedded), healthcheck]

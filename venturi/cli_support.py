@@ -1,0 +1,268 @@
+"""What every `venturi` sub-command shares: the queue it works on, parameter types,
+error mapping (one line, no traceback) and output helpers."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Final
+
+import attrs
+import click
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from venturi.errors import VenturiError
+from venturi.queue import Queue
+
+QueueFactory = Callable[[], Queue]
+
+# Seconds per unit; a duration is one or more number+unit parts such as `90s` or `1h30m`.
+_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_CLI_POOL_SIZE: Final = 2
+_PIPE_WIDTH: Final = 200
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``30s``, ``5m``, ``2h``, ``7d``, ``1h30m`` or a bare number of seconds."""
+    value = text.strip().lower()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        if seconds >= 0 and seconds != float("inf"):
+            return seconds
+        raise ValueError(f"{text!r} is not a duration: it must be finite and not negative")
+    parts = _PART.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        raise ValueError(f"{text!r} is not a duration; write e.g. 30s, 5m, 2h, 7d or 1h30m")
+    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+
+
+class DurationType(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2
+    """A click parameter holding a duration in seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION: Final = DurationType()
+
+
+def redact(dsn: str) -> str:
+    """A DSN fit to print: the password (and passfile) removed, whatever the DSN form."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparseable DSN>"
+    safe = {k: v for k, v in params.items() if k not in ("password", "passfile")}
+    return make_conninfo("", **safe) if safe else "(libpq defaults)"
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line of text."""
+    text = str(exc).strip()
+    first = text.splitlines()[0].strip() if text else ""
+    return first or type(exc).__name__
+
+
+def check_reachable(dsn: str) -> None:
+    """Connect once, so an unreachable or refused DSN fails now with libpq's own reason
+    instead of a pool timeout later."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        # libpq's message quotes the offending token, which may be part of a password.
+        raise click.ClickException(
+            "the DSN is not a valid connection string: write key=value pairs "
+            "(host=... dbname=...) or a postgresql:// URI"
+        ) from None
+    # A connect_timeout in the DSN wins; otherwise do not wait on an unanswering host long.
+    extra: dict[str, Any] = {} if "connect_timeout" in params else {"connect_timeout": 5}
+    try:
+        with psycopg.connect(dsn, **extra):
+            return
+    except psycopg.Error as exc:
+        reason = scrub(one_line(exc), dsn)
+        raise click.ClickException(
+            f"cannot connect to PostgreSQL ({redact(dsn)}): {reason}"
+        ) from None
+
+
+def scrub(text: str, dsn: str) -> str:
+    """``text`` with the DSN's password masked, should a driver message ever quote it."""
+    try:
+        password = conninfo_to_dict(dsn).get("password")
+    except psycopg.ProgrammingError:
+        return text
+    return text.replace(str(password), "***") if password else text
+
+
+@attrs.define
+class CliState:
+    """The queue the sub-commands act on, made on first use and closed at exit if ours."""
+
+    factory: QueueFactory | None
+    dsn: str | None = None
+    prefix: str = "venturi"
+    _queue: Queue | None = None
+    _owned: list[Queue] = attrs.field(factory=list)
+
+    @property
+    def embedded_in_app(self) -> bool:
+        """True when a framework (Flask, Django) supplies the queue."""
+        return self.factory is not None
+
+    def resolved_dsn(self) -> str:
+        return self.dsn if self.dsn is not None else os.environ.get("VENTURI_DSN", "")
+
+    def queue(self) -> Queue:
+        """The application's queue, or one built from ``--dsn``/``--prefix``."""
+        if self._queue is None:
+            if self.factory is not None:
+                self._queue = self.factory()
+            else:
+                dsn = self.resolved_dsn()
+                check_reachable(dsn)
+                self._queue = self.own(Queue(dsn, prefix=self.prefix, pool_size=_CLI_POOL_SIZE))
+        return self._queue
+
+    def own(self, queue: Queue) -> Queue:
+        """Close ``queue`` when the command ends."""
+        self._owned.append(queue)
+        return queue
+
+    def close(self) -> None:
+        while self._owned:
+            self._owned.pop().close()
+
+
+pass_state = click.make_pass_decorator(CliState)
+
+
+class UsageProblem(click.ClickException):
+    """Bad usage reported as one line, with click's usage exit status."""
+
+    exit_code = 2
+
+
+class VenturiGroup(click.Group):
+    """A group whose sub-commands report venturi and database errors as one line."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            # One line instead of click's usage block; still exit status 2.
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            raise UsageProblem(f"{exc.format_message()} (see {where} --help)") from None
+        except VenturiError as exc:
+            raise click.ClickException(_scrubbed(ctx, one_line(exc))) from None
+        except psycopg.Error as exc:
+            hint = ""
+            if isinstance(exc, psycopg.errors.UndefinedTable):
+                hint = " (has `venturi migrate` run for this prefix?)"
+            text = _scrubbed(ctx, one_line(exc))
+            raise click.ClickException(f"database error: {text}{hint}") from None
+
+
+def _scrubbed(ctx: click.Context, text: str) -> str:
+    state = ctx.find_object(CliState)
+    return text if state is None else scrub(text, state.resolved_dsn())
+
+
+def import_queue(spec: str) -> Queue:
+    """The `Queue` named by ``module:attribute`` (attribute defaults to ``queue``); the
+    attribute may also be a function of no arguments that returns one."""
+    module_name, _, attribute = spec.partition(":")
+    attribute = attribute or "queue"
+    if not module_name:
+        raise click.BadParameter(f"{spec!r} is not module:attribute", param_hint="'--app'")
+    # Console scripts do not put the working directory on sys.path; `python -m` does.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise click.ClickException(
+            f"cannot import {module_name!r} for --app: {type(exc).__name__}: {one_line(exc)}"
+        ) from None
+    target = getattr(module, attribute, None)
+    if target is None:
+        raise click.ClickException(f"module {module_name!r} has no attribute {attribute!r}")
+    if callable(target) and not isinstance(target, Queue):
+        target = target()
+    if not isinstance(target, Queue):
+        raise click.ClickException(
+            f"--app {spec} is a {type(target).__name__}, not a venturi.Queue"
+        )
+    return target
+
+
+def console() -> Console:
+    """A console on the current stdout (so click's test runner captures it). Piped
+    output gets wide lines rather than rich's 80 columns, so tables stay one row a job."""
+    stream = click.get_text_stream("stdout")
+    width = None if stream.isatty() or "COLUMNS" in os.environ else _PIPE_WIDTH
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
+
+
+def table(*columns: str, title: str | None = None, footer: bool = False) -> Table:
+    """A plain table (rule under the header, no frame), the first column never wrapped."""
+    grid = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE if footer else box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        show_footer=footer,
+    )
+    for index, name in enumerate(columns):
+        grid.add_column(name, no_wrap=index == 0, overflow="fold")
+    return grid
+
+
+def show_time(value: datetime | None) -> str:
+    return "" if value is None else value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def show_age(seconds: float | None) -> str:
+    """``3d4h``, ``5m12s``, ``0.4s``: a short human age."""
+    if seconds is None:
+        return ""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes}m"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def show_json(value: Any) -> str:
+    return "" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False))

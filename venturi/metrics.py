@@ -1,0 +1,279 @@
+"""Prometheus metrics: what workers did (counters, histograms) and what the queue holds
+(gauges read from `Queue.stats` at scrape time), each queue in a registry of its own.
+
+Needs the ``metrics`` extra (prometheus-client)::
+
+    metrics = QueueMetrics(queue)                  # registry + worker events + gauges
+    worker = queue.worker(events=metrics.events)   # or queue.worker(metrics_port=9100)
+    app = metrics.wsgi_app()                       # mount at /metrics in a WSGI app
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, Protocol
+
+try:
+    from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
+    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.exposition import start_http_server
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.registry import Collector
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "venturi.metrics needs prometheus-client: pip install 'venturi[metrics]'"
+    ) from exc
+
+from venturi.errors import ConfigurationError
+from venturi.events import WorkerEvents
+from venturi.models import JobRecord, SettleAction, Settlement, StatsSnapshot
+
+logger = logging.getLogger("venturi.metrics")
+
+# Jobs range from milliseconds to an hour; Prometheus' default buckets stop at 10 s.
+DURATION_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+    3600.0,
+)  # fmt: skip
+_SETTLED_OUTCOMES: Final = {
+    SettleAction.COMPLETE: "completed",
+    SettleAction.RETRY: "retried",
+    SettleAction.PAUSE: "paused",
+    SettleAction.DEAD: "dead",
+    SettleAction.RELEASE: "released",
+}
+_STATUS_FIELDS: Final = ("pending", "scheduled", "claimed", "completed", "dead", "cancelled")
+
+
+class StatsSource(Protocol):
+    """Anything with `Queue.stats`."""
+
+    def stats(self) -> StatsSnapshot: ...
+
+
+def settled_outcome(job: JobRecord, settlement: Settlement) -> str:
+    """The journal outcome an applied settlement records (a last retry is ``dead``)."""
+    if settlement.action is SettleAction.RETRY and job.failure_count + 1 >= job.max_attempts:
+        return "dead"
+    return _SETTLED_OUTCOMES[settlement.action]
+
+
+class MetricsEvents(WorkerEvents):
+    """Worker events counted into prometheus metrics registered on ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.started = Counter(
+            "venturi_jobs_started", "Runs started, by kind.", ["kind"], registry=registry
+        )
+        self.settled = Counter(
+            "venturi_jobs_settled",
+            "Runs whose settlement applied, by kind and journal outcome "
+            "(completed, retried, paused, dead, released).",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        self.fenced = Counter(
+            "venturi_jobs_fenced",
+            "Zombie settlements: runs that ended after losing their claim, refused by the "
+            "fence (owner, run epoch, status) and so changing nothing.",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        self.recovered = Counter(
+            "venturi_jobs_recovered",
+            "Expired claims taken back by the reaper, by kind and result (retried or dead).",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        self.leases_lost = Counter(
+            "venturi_leases_lost",
+            "Running jobs whose lease the database no longer granted (cancelled, taken over).",
+            ["kind"],
+            registry=registry,
+        )
+        self.run_seconds = Histogram(
+            "venturi_job_run_seconds",
+            "Handler run time, from start to settlement, by kind.",
+            ["kind"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.wait_seconds = Histogram(
+            "venturi_job_wait_seconds",
+            "Queue wait, from visible (due) to started, by kind.",
+            ["kind"],
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+
+    def job_started(self, job: JobRecord, waited: float) -> None:
+        self.started.labels(job.kind).inc()
+        self.wait_seconds.labels(job.kind).observe(waited)
+
+    def job_settled(
+        self, job: JobRecord, settlement: Settlement, applied: bool, duration: float
+    ) -> None:
+        outcome = settled_outcome(job, settlement)
+        if applied:
+            self.settled.labels(job.kind, outcome).inc()
+        else:
+            self.fenced.labels(job.kind, outcome).inc()
+        self.run_seconds.labels(job.kind).observe(duration)
+
+    def job_recovered(self, job: JobRecord, dead: bool) -> None:
+        self.recovered.labels(job.kind, "dead" if dead else "retried").inc()
+
+    def lease_lost(self, job: JobRecord) -> None:
+        self.leases_lost.labels(job.kind).inc()
+
+
+class QueueCollector(Collector):
+    """Gauges of the queue's contents, read with one `stats()` call per scrape.
+
+    A failed read yields ``venturi_queue_up 0`` (and no other gauge) instead of failing
+    the scrape, so an outage shows as data rather than as a missing target.
+    """
+
+    def __init__(self, source: StatsSource) -> None:
+        self.source = source
+
+    def describe(self) -> Iterable[Metric]:
+        # Declaring nothing keeps registration from calling collect(), i.e. the database.
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        up = GaugeMetricFamily("venturi_queue_up", "1 if the last scrape read the queue's stats.")
+        try:
+            snapshot = self.source.stats()
+        except Exception as exc:
+            logger.warning("metrics scrape could not read queue stats: %s", exc)
+            up.add_metric([], 0)
+            return [up]
+        up.add_metric([], 1)
+        return [up, *_gauges(snapshot)]
+
+
+def _gauges(snapshot: StatsSnapshot) -> Iterator[Metric]:
+    jobs = GaugeMetricFamily(
+        "venturi_queue_jobs",
+        "Jobs by kind and status (pending: due now; scheduled: pending for later).",
+        labels=["kind", "status"],
+    )
+    oldest = GaugeMetricFamily(
+        "venturi_queue_oldest_pending_age_seconds",
+        "Seconds the longest-waiting due job has been due, by kind (0 when none).",
+        labels=["kind"],
+    )
+    for kind in snapshot.kinds:
+        for field in _STATUS_FIELDS:
+            jobs.add_metric([kind.kind, field], float(getattr(kind, field)))
+        oldest.add_metric([kind.kind], kind.oldest_pending_seconds or 0.0)
+    yield jobs
+    yield oldest
+
+
+class MetricsServer:
+    """prometheus_client's HTTP exposition server on one port, stoppable."""
+
+    def __init__(self, registry: CollectorRegistry, port: int, addr: str = "0.0.0.0") -> None:
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ConfigurationError(f"metrics_port must be an int within [0, 65535], got {port!r}")
+        try:
+            self._server, self._thread = start_http_server(port, addr, registry)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"metrics_port {port}: cannot listen on {addr}:{port} ({exc.strerror or exc})"
+            ) from exc
+        self._lock = threading.Lock()
+        self._closed = False
+        logger.info("metrics served at http://%s:%d/metrics", addr, self.port)
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the one the OS chose, for port 0)."""
+        return int(self._server.server_port)
+
+    def close(self) -> None:
+        """Stop serving and free the port; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+class QueueMetrics:
+    """One queue's metrics in a registry of its own (never prometheus' global one), so
+    several queues, and tests, never collide.
+
+    ``events`` goes to ``queue.worker(events=...)``; the queue's gauges are read at
+    scrape time when ``queue`` is given.
+    """
+
+    def __init__(
+        self, queue: StatsSource | None = None, registry: CollectorRegistry | None = None
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.events = MetricsEvents(self.registry)
+        if queue is not None:
+            self.registry.register(QueueCollector(queue))
+
+    def wsgi_app(self) -> Any:
+        """A WSGI app serving these metrics in the Prometheus text format."""
+        return make_wsgi_app(self.registry)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> MetricsServer:
+        """Serve these metrics over HTTP in a daemon thread until `close`."""
+        return MetricsServer(self.registry, port, addr)
+
+
+def wsgi_app(queue: StatsSource) -> Any:
+    """A WSGI app with ``queue``'s gauges, to mount at ``/metrics`` in a web app.
+
+    For worker counters too, build a `QueueMetrics`, pass its ``events`` to the worker
+    and mount its ``wsgi_app()``.
+    """
+    return QueueMetrics(queue).wsgi_app()
+
+
+class FanOutEvents(WorkerEvents):
+    """Passes every event to several sinks; one that raises is logged, not propagated."""
+
+    def __init__(self, *sinks: WorkerEvents) -> None:
+        self.sinks = sinks
+
+    def _each(self, method: str, *args: Any) -> None:
+        for sink in self.sinks:
+            try:
+                getattr(sink, method)(*args)
+            except Exception:
+                logger.exception("worker event %s of %r failed", method, sink)
+
+    def job_started(self, job: JobRecord, waited: float) -> None:
+        self._each("job_started", job, waited)
+
+    def job_settled(
+        self, job: JobRecord, settlement: Settlement, applied: bool, duration: float
+    ) -> None:
+        self._each("job_settled", job, settlement, applied, duration)
+
+    def job_recovered(self, job: JobRecord, dead: bool) -> None:
+        self._each("job_recovered", job, dead)
+
+    def lease_lost(self, job: JobRecord) -> None:
+        self._each("lease_lost", job)
+
+
+def serve_worker_metrics(
+    queue: StatsSource, port: int, addr: str, events: WorkerEvents | None
+) -> tuple[WorkerEvents, MetricsServer]:
+    """For ``queue.worker(metrics_port=...)``: the events the worker should get (the
+    metrics', plus the caller's own) and the started server to close when it stops."""
+    metrics = QueueMetrics(queue)
+    server = metrics.serve(port, addr)
+    combined = metrics.events if events is None else FanOutEvents(metrics.events, events)
+    return combined, server
