@@ -1,0 +1,14 @@
+"""The shop's venturi jobs (found by ``manage.py venturi`` through AUTODISCOVER)."""
+
+from __future__ import annotations
+
+from venturi.contrib import django as venturi_django
+
+from .models import Order
+
+
+@venturi_django.job("shop.fulfil", max_attempts=3)
+def fulfil(order_id: int) -> str:
+    """Runs on a worker thread with its own Django connection."""
+    updated = Order.objects.filter(pk=order_id).update(status="fulfilled")
+    return "fulfilled" if updated else "missing"

@@ -1,0 +1,221 @@
+"""The Flask extension against the real database: the example app end to end (in-process
+worker, one transaction for a row and its job, rollback), config, CLI, exit hook."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from flask import Flask, current_app
+from psycopg import sql
+
+from tests.contrib.flask_app import create_app, publish, venturi
+from tests.support import wait_until
+from venturi import ConfigurationError, JobStatus
+from venturi.contrib.flask import FlaskSettings, Venturi
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _create_notes(dsn: str, table: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+                "body text NOT NULL, published boolean NOT NULL DEFAULT false)"
+            ).format(sql.Identifier(table))
+        )
+
+
+def _notes(dsn: str, table: str) -> list[tuple[str, bool]]:
+    with psycopg.connect(dsn) as conn:
+        query = sql.SQL("SELECT body, published FROM {} ORDER BY id")
+        return [(r[0], r[1]) for r in conn.execute(query.format(sql.Identifier(table)))]
+
+
+@pytest.fixture
+def notes_table(database_dsn: str, prefix: str) -> Iterator[str]:
+    table = f"{prefix}_notes"
+    _create_notes(database_dsn, table)
+    yield table
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+
+
+@pytest.fixture
+def app(database_dsn: str, prefix: str, notes_table: str) -> Iterator[Flask]:
+    app = create_app(
+        database_dsn,
+        prefix,
+        notes_table,
+        VENTURI_WORKER=True,
+        VENTURI_WORKER_CONCURRENCY=2,
+        VENTURI_WORKER_POLL_INTERVAL=1,
+        VENTURI_WORKER_STOP_TIMEOUT=10,
+    )
+    venturi.queue_for(app).migrate()
+    yield app
+    venturi.close(app)
+    app.extensions["notes_engine"].dispose()
+
+
+@pytest.mark.parametrize("route", ["/notes", "/sa/notes"])
+def test_a_request_writes_a_row_and_its_job_in_one_transaction(
+    app: Flask, database_dsn: str, notes_table: str, route: str
+) -> None:
+    response = app.test_client().post(route, data={"body": "hello"})
+    assert response.status_code == 200, response.text
+    queue = venturi.queue_for(app)
+    wait_until(
+        lambda: _notes(database_dsn, notes_table) == [("hello", True)],
+        timeout=30,
+        what="the in-process worker to publish the note",
+    )
+    body = response.get_json()
+    job = queue.get(body["job"])
+    assert job is not None
+    wait_until(
+        lambda: getattr(queue.get(job.id), "status", None) is JobStatus.COMPLETED,
+        what="the job completed",
+    )
+    assert queue.journal(job.id)[-1].attachment == body["note"]
+    assert venturi.worker(app) is not None
+
+
+@pytest.mark.parametrize("route", ["/notes", "/sa/notes"])
+def test_a_rolled_back_request_leaves_neither_row_nor_job(
+    app: Flask, database_dsn: str, notes_table: str, route: str
+) -> None:
+    client = app.test_client()
+    failed = client.post(route, data={"body": "lost", "fail": "1"})
+    assert failed.status_code in (200, 500)
+    queue = venturi.queue_for(app)
+    if failed.status_code == 200:  # the SQLAlchemy route reports the id it rolled back
+        assert queue.get(failed.get_json()["job"]) is None
+    # A later committed request is processed; by then the lost one would have been too.
+    kept = client.post(route, data={"body": "kept"})
+    wait_until(
+        lambda: _notes(database_dsn, notes_table) == [("kept", True)],
+        what="the committed note to be published",
+    )
+    assert [str(j.id) for j in queue.history(kind="notes.publish")] == [kept.get_json()["job"]]
+
+
+def test_jobs_run_inside_the_app_context(app: Flask) -> None:
+    seen: list[str] = []
+    kind = f"ctx.{app.config['VENTURI_PREFIX']}"
+
+    @venturi.job(kind)
+    def where() -> None:
+        seen.append(current_app.config["VENTURI_PREFIX"])
+
+    with app.app_context():
+        venturi.enqueue(kind)
+    assert venturi.queue_for(app).drain() == 1
+    assert seen == [app.config["VENTURI_PREFIX"]]
+
+
+def test_the_worker_starts_once_per_process(app: Flask) -> None:
+    first = venturi.start_worker(app)
+    assert venturi.start_worker(app) is first
+    app.test_client().get("/missing")  # a request: the hook must not start another
+    assert venturi.worker(app) is first
+    venturi.stop_worker(app)
+    assert venturi.worker(app) is None
+    assert venturi.start_worker(app) is not first
+
+
+def test_each_app_gets_its_own_queue_from_its_own_config(
+    app: Flask, database_dsn: str, notes_table: str
+) -> None:
+    other = create_app(database_dsn, app.config["VENTURI_PREFIX"] + "_b", notes_table)
+    try:
+        assert venturi.queue_for(other).prefix == app.config["VENTURI_PREFIX"] + "_b"
+        assert venturi.queue_for(app).prefix == app.config["VENTURI_PREFIX"]
+        with other.app_context():
+            assert venturi.queue is venturi.queue_for(other)
+        assert "notes.publish" in venturi.queue_for(other).definitions
+    finally:
+        venturi.close(other)
+
+
+def test_flask_venturi_commands_act_on_the_apps_queue(app: Flask) -> None:
+    runner = app.test_cli_runner()
+    with app.app_context():
+        publish.enqueue(note_id=1)
+    result = runner.invoke(args=["venturi", "stats"])
+    assert result.exit_code == 0, result.output
+    assert "notes.publish" in result.output
+
+
+def test_config_is_checked(database_dsn: str) -> None:
+    with pytest.raises(ConfigurationError, match="VENTURI_WORKERS"):
+        FlaskSettings.from_config({"VENTURI_WORKERS": 2})
+    with pytest.raises(ConfigurationError, match="VENTURI_WORKER_CONCURRENCY"):
+        FlaskSettings.from_config({"VENTURI_WORKER_CONCURRENCY": "4"})
+    with pytest.raises(ConfigurationError, match="VENTURI_WORKER_POLL_INTERVAL"):
+        FlaskSettings.from_config({"VENTURI_WORKER_POLL_INTERVAL": 0})
+    with pytest.raises(ConfigurationError, match="VENTURI_WORKER_KINDS"):
+        FlaskSettings.from_config({"VENTURI_WORKER_KINDS": "a,b"})
+    settings = FlaskSettings.from_config({"VENTURI_PREFIX": "p", "SECRET_KEY": "x"})
+    assert (settings.prefix, settings.worker) == ("p", False)
+    with pytest.raises(RuntimeError, match="init_app"):
+        Venturi().queue_for(Flask("bare"))
+
+
+EXIT_SCRIPT = """
+import sys, threading
+from flask import Flask
+from venturi.contrib.flask import Venturi
+
+ext = Venturi()
+started = threading.Event()
+
+@ext.job("slow", context=True)
+def slow(ctx):
+    started.set()
+    ctx.stopping.wait(60)
+    return "stopped"
+
+app = Flask("exit")
+app.config.update(VENTURI_DSN=sys.argv[1], VENTURI_PREFIX=sys.argv[2],
+                  VENTURI_WORKER_POLL_INTERVAL=1)
+ext.init_app(app)
+ext.queue_for(app).migrate()
+with app.app_context():
+    print(ext.enqueue("slow"), flush=True)
+ext.start_worker(app)
+assert started.wait(60)
+sys.exit(0)   # the atexit hook must stop the worker, which lets the job finish
+"""
+
+
+def test_the_in_process_worker_is_stopped_at_exit(database_dsn: str, prefix: str) -> None:
+    script = textwrap.dedent(EXIT_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, "-c", script, database_dsn, prefix],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split()[0]
+    ext = Venturi()
+    app = Flask("check")
+    app.config.update(VENTURI_DSN=database_dsn, VENTURI_PREFIX=prefix)
+    ext.init_app(app)
+    try:
+        job = ext.queue_for(app).get(job_id)
+        assert job is not None
+        assert job.status is JobStatus.COMPLETED
+    finally:
+        ext.close(app)

@@ -1,0 +1,1 @@
+"""Framework integrations: `venturi.contrib.flask` and `venturi.contrib.django`."""

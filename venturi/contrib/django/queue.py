@@ -1,0 +1,157 @@
+"""The project's queue, its job registrations, and enqueueing inside ORM transactions."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
+
+import psycopg
+from django.db import close_old_connections, connections, transaction
+from ulid import ULID
+
+from venturi.backoff import Backoff
+from venturi.contrib.lazy import Handler, LazyQueue, Registry
+from venturi.durations import Duration
+from venturi.queue import Queue
+from venturi.registry import DEFAULT_LEASE, JobFunction
+
+from .conf import VenturiSettings, connection_string
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+registry = Registry()
+"""Jobs registered with `job`; bound to the queue when it is built."""
+
+
+def _build() -> Queue:
+    conf = VenturiSettings.load()
+    # The live settings_dict, not settings.DATABASES: Django's test runner points it at
+    # the test database.
+    settings_dict = connections[conf.database].settings_dict
+    return Queue(
+        connection_string(settings_dict),
+        prefix=conf.prefix,
+        pool_size=conf.pool_size,
+        strict=conf.strict,
+        max_payload_bytes=conf.max_payload_bytes,
+    )
+
+
+def _fresh_connections(func: Handler) -> Handler:
+    """Run a job as Django runs a request: stale or broken connections closed around it."""
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return run
+
+
+_lazy = LazyQueue(_build, registry, _fresh_connections)
+
+
+def get_queue() -> Queue:
+    """The project's `venturi.Queue`, built from ``VENTURI`` and ``DATABASES`` on first use.
+
+    Its pool and LISTEN connection use the connection parameters of the configured
+    database (host, port, name, user, password and libpq ``OPTIONS`` such as
+    ``sslmode``). One per process; rebuilt after a fork and when those settings change.
+    """
+    return _lazy.get()
+
+
+def reset_queue() -> None:
+    """Close the project's queue; the next `get_queue` builds it from current settings."""
+    _lazy.close()
+
+
+def database_alias() -> str:
+    """The ``DATABASES`` alias the queue lives in."""
+    return VenturiSettings.load().database
+
+
+def django_connection(using: str | None = None) -> psycopg.Connection[Any]:
+    """Django's own psycopg 3 connection for ``using`` (the queue's database by default).
+
+    Opens it if needed. Work done on it joins the thread's current ``transaction.atomic()``
+    block, exactly like the ORM's queries.
+    """
+    wrapper = connections[using or database_alias()]
+    wrapper.ensure_connection()
+    raw = wrapper.connection
+    if not isinstance(raw, psycopg.Connection):
+        raise TypeError(
+            f"database {wrapper.alias!r} is not on psycopg 3 (got {type(raw).__name__}); "
+            "venturi joins Django transactions only through psycopg 3"
+        )
+    return raw
+
+
+class _DjangoTarget:
+    """What ``JobFunction.enqueue`` calls for jobs registered with `job`."""
+
+    def enqueue(self, kind: str, payload: Mapping[str, Any] | None = None, **options: Any) -> ULID:
+        return enqueue(kind, payload, **options)
+
+
+_target = _DjangoTarget()
+
+
+def job(
+    kind: str,
+    *,
+    max_attempts: int = 5,
+    backoff: Backoff | None = None,
+    priority: int = 0,
+    lease: Duration = DEFAULT_LEASE,
+    timeout: Duration | None = None,
+    context: bool = False,
+) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
+    """Register the decorated function as the handler of ``kind`` (like `Queue.job`).
+
+    Usable at import time: nothing connects until the queue is first used. Its
+    ``enqueue`` joins Django's current transaction (see `enqueue`), and every run is
+    wrapped in ``close_old_connections()`` as Django wraps a request.
+    """
+    return registry.job(
+        _target,
+        kind,
+        max_attempts=max_attempts,
+        backoff=backoff,
+        priority=priority,
+        lease=lease,
+        timeout=timeout,
+        context=context,
+    )
+
+
+def enqueue(kind: str, payload: Mapping[str, Any] | None = None, **options: Any) -> ULID:
+    """Enqueue on Django's connection to the queue's database, inside its transaction.
+
+    Within ``transaction.atomic()`` the job commits or rolls back with the ORM writes of
+    that block (and its NOTIFY is sent only on commit); outside one it commits at once.
+    Options as for `Queue.enqueue` (``priority``, ``delay``/``at``, ``dedup_key``, ...).
+    """
+    return get_queue().enqueue(kind, payload, conn=django_connection(), **options)
+
+
+def enqueue_on_commit(
+    kind: str, payload: Mapping[str, Any] | None = None, *, robust: bool = False, **options: Any
+) -> None:
+    """Enqueue on venturi's own pool once the current transaction commits; never on rollback.
+
+    The job is checked now (bad input raises here), enqueued by
+    ``transaction.on_commit`` (at once outside ``atomic()``). Prefer `enqueue`, which
+    cannot lose the job between the commit and the enqueue; ``robust`` as for
+    ``on_commit``.
+    """
+    new_job = get_queue().new_job(kind, payload, **options)
+    transaction.on_commit(
+        lambda: get_queue().enqueue_many([new_job]), using=database_alias(), robust=robust
+    )

@@ -1,0 +1,334 @@
+"""Flask integration: the `Venturi` extension.
+
+```python
+venturi = Venturi()                  # in extensions.py
+
+@venturi.job("emails.send")          # in any module the app imports
+def send(to: str) -> None: ...
+
+def create_app() -> Flask:
+    app = Flask(__name__)
+    app.config["VENTURI_DSN"] = "postgresql://..."
+    venturi.init_app(app)            # `flask venturi worker|migrate|stats|...`
+    return app
+```
+
+Every job runs inside ``app.app_context()``. The queue is built on first use in each
+process, so an app created before gunicorn forks is safe. Configuration (``app.config``):
+``VENTURI_DSN``, ``VENTURI_PREFIX``, ``VENTURI_POOL_SIZE``, ``VENTURI_STRICT``,
+``VENTURI_MAX_PAYLOAD_BYTES`` and, for the opt-in in-process worker, ``VENTURI_WORKER``
+(True to start one per process on its first request), ``VENTURI_WORKER_CONCURRENCY``,
+``VENTURI_WORKER_KINDS``, ``VENTURI_WORKER_POLL_INTERVAL`` and
+``VENTURI_WORKER_STOP_TIMEOUT``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
+
+import attrs
+import psycopg
+from flask import Flask, current_app, has_app_context
+from ulid import ULID
+
+from venturi.backoff import Backoff
+from venturi.durations import Duration, to_seconds
+from venturi.errors import ConfigurationError, InvalidJob
+from venturi.models import NewJob
+from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from venturi.queue import DEFAULT_PREFIX, Queue
+from venturi.registry import DEFAULT_LEASE, JobFunction
+from venturi.worker import Worker
+
+from .lazy import Handler, LazyQueue, Registry
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+EXTENSION_KEY = "venturi"
+
+
+def _optional_int(name: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_: Any, __: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigurationError(f"{name} must be an int or None, got {value!r}")
+
+    return check
+
+
+def _seconds(value: Any, name: str) -> float:
+    try:
+        return to_seconds(value, name, allow_zero=False)
+    except InvalidJob as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def _poll_interval(value: Any) -> float:
+    return _seconds(value, "VENTURI_WORKER_POLL_INTERVAL")
+
+
+def _stop_timeout(value: Any) -> float:
+    return _seconds(value, "VENTURI_WORKER_STOP_TIMEOUT")
+
+
+def _kinds(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not all(isinstance(k, str) for k in value):
+        raise ConfigurationError(
+            f"VENTURI_WORKER_KINDS must be a list of kinds or None, got {value!r}"
+        )
+    return tuple(value)
+
+
+def _flag(name: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_: Any, __: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, bool):
+            raise ConfigurationError(f"{name} must be True or False, got {value!r}")
+
+    return check
+
+
+@attrs.frozen
+class FlaskSettings:
+    """The ``VENTURI_*`` keys of an app's config, checked."""
+
+    dsn: str | None = None
+    prefix: str = DEFAULT_PREFIX
+    pool_size: int | None = attrs.field(default=None, validator=_optional_int("VENTURI_POOL_SIZE"))
+    strict: bool = attrs.field(default=False, validator=_flag("VENTURI_STRICT"))
+    max_payload_bytes: int = attrs.field(
+        default=DEFAULT_MAX_PAYLOAD_BYTES, validator=_optional_int("VENTURI_MAX_PAYLOAD_BYTES")
+    )
+    worker: bool = attrs.field(default=False, validator=_flag("VENTURI_WORKER"))
+    worker_concurrency: int = attrs.field(
+        default=4, validator=_optional_int("VENTURI_WORKER_CONCURRENCY")
+    )
+    worker_kinds: tuple[str, ...] | None = attrs.field(default=None, converter=_kinds)
+    worker_poll_interval: float = attrs.field(default=5.0, converter=_poll_interval)
+    worker_stop_timeout: float = attrs.field(default=30.0, converter=_stop_timeout)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> FlaskSettings:
+        """Read ``VENTURI_*`` keys; an unknown one raises `ConfigurationError` (a typo)."""
+        known = {f"VENTURI_{field.name.upper()}": field.name for field in attrs.fields(cls)}
+        unknown = sorted(k for k in config if k.startswith("VENTURI_") and k not in known)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown config keys {', '.join(unknown)}; venturi reads {', '.join(known)}"
+            )
+        dsn = config.get("VENTURI_DSN")
+        if dsn is not None and not isinstance(dsn, str):
+            raise ConfigurationError(f"VENTURI_DSN must be a str, got {type(dsn).__name__}")
+        return cls(**{name: config[key] for key, name in known.items() if key in config})
+
+
+class _AppState:
+    """One app's queue and in-process worker."""
+
+    def __init__(self, app: Flask, settings: FlaskSettings, registry: Registry) -> None:
+        self.settings = settings
+        self.lazy = LazyQueue(functools.partial(_build_queue, settings), registry, _in_context(app))
+        self.worker: Worker | None = None
+        self.worker_pid = 0
+        self.lock = threading.Lock()
+        self.exit_hook_pid = 0
+
+    def start_worker(self) -> Worker:
+        with self.lock:
+            pid = os.getpid()
+            if self.worker is not None and self.worker_pid == pid:
+                return self.worker
+            s = self.settings
+            worker = self.lazy.get().worker(
+                kinds=s.worker_kinds,
+                concurrency=s.worker_concurrency,
+                poll_interval=s.worker_poll_interval,
+            )
+            worker.start()
+            self.worker, self.worker_pid = worker, pid
+            if self.exit_hook_pid != pid:
+                # Handler threads are daemons: without this, exit would abandon running
+                # jobs to their lease instead of releasing them at once.
+                atexit.register(self.stop_worker)
+                self.exit_hook_pid = pid
+            return worker
+
+    def stop_worker(self, timeout: float | None = None) -> None:
+        with self.lock:
+            worker, mine = self.worker, self.worker_pid == os.getpid()
+            self.worker = None
+        if worker is not None and mine:
+            worker.stop(self.settings.worker_stop_timeout if timeout is None else timeout)
+
+    def running_worker(self) -> Worker | None:
+        worker = self.worker
+        return worker if worker is not None and self.worker_pid == os.getpid() else None
+
+
+def _build_queue(settings: FlaskSettings) -> Queue:
+    return Queue(
+        settings.dsn,
+        prefix=settings.prefix,
+        pool_size=settings.pool_size,
+        strict=settings.strict,
+        max_payload_bytes=settings.max_payload_bytes,
+    )
+
+
+def _in_context(app: Flask) -> Callable[[Handler], Handler]:
+    def wrap(func: Handler) -> Handler:
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with app.app_context():
+                return func(*args, **kwargs)
+
+        return run
+
+    return wrap
+
+
+class Venturi:
+    """The Flask extension: jobs registered on it run inside the app's context.
+
+    ``Venturi(app)`` or ``Venturi()`` plus `init_app` for app factories; one extension
+    may serve several apps (each gets its own queue from its own config). Outside an app
+    context, `queue` resolves to the app given to the constructor or, failing that, the
+    only app initialised.
+    """
+
+    def __init__(self, app: Flask | None = None) -> None:
+        self.registry = Registry()
+        self._states: weakref.WeakKeyDictionary[Flask, _AppState] = weakref.WeakKeyDictionary()
+        self._default_app: weakref.ref[Flask] | None = None
+        if app is not None:
+            self._default_app = weakref.ref(app)
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        """Read the app's ``VENTURI_*`` config, add ``flask venturi`` and the worker hook.
+
+        Opens no connection: the queue is built on first use. Raises
+        `ConfigurationError` for bad config.
+        """
+        settings = FlaskSettings.from_config(app.config)
+        state = _AppState(app, settings, self.registry)
+        self._states[app] = state
+        app.extensions[EXTENSION_KEY] = self
+        from venturi.cli import build_cli
+
+        app.cli.add_command(build_cli(state.lazy.get), "venturi")
+        if settings.worker:
+            app.before_request(functools.partial(self._ensure_worker, state))
+
+    @staticmethod
+    def _ensure_worker(state: _AppState) -> None:
+        if state.running_worker() is None:
+            state.start_worker()
+
+    def _state(self, app: Flask | None) -> _AppState:
+        if app is None:
+            if has_app_context():
+                app = current_app._get_current_object()  # type: ignore[attr-defined]
+            elif self._default_app is not None:
+                app = self._default_app()
+            elif len(self._states) == 1:
+                app = next(iter(self._states.keys()))
+        if app is None:
+            raise RuntimeError(
+                "no Flask app to use: call this inside an app context, pass app=, or "
+                "create the extension as Venturi(app)"
+            )
+        try:
+            return self._states[app]
+        except KeyError:
+            raise RuntimeError(f"venturi.init_app was never called for app {app.name!r}") from None
+
+    # -- the queue --------------------------------------------------------------------
+
+    def queue_for(self, app: Flask | None = None) -> Queue:
+        """The app's queue (the current app's by default), built on first use here."""
+        return self._state(app).lazy.get()
+
+    @property
+    def queue(self) -> Queue:
+        """The current app's queue; see `queue_for`."""
+        return self.queue_for()
+
+    def job(
+        self,
+        kind: str,
+        *,
+        max_attempts: int = 5,
+        backoff: Backoff | None = None,
+        priority: int = 0,
+        lease: Duration = DEFAULT_LEASE,
+        timeout: Duration | None = None,
+        context: bool = False,
+    ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
+        """Register a job like `Queue.job`, for every app; it runs in the app's context.
+
+        May be used before `init_app` (module-level decorators in an app factory setup).
+        """
+        return self.registry.job(
+            self,
+            kind,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            priority=priority,
+            lease=lease,
+            timeout=timeout,
+            context=context,
+        )
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        conn: psycopg.Connection[Any] | None = None,
+        **options: Any,
+    ) -> ULID:
+        """`Queue.enqueue` on the current app's queue.
+
+        Pass ``conn`` (a psycopg 3 connection; for SQLAlchemy see
+        `venturi.contrib.sqlalchemy.psycopg_connection`) to join its transaction.
+        """
+        return self.queue.enqueue(kind, payload, conn=conn, **options)
+
+    def enqueue_many(
+        self, jobs: list[NewJob], conn: psycopg.Connection[Any] | None = None
+    ) -> list[ULID]:
+        """`Queue.enqueue_many` on the current app's queue."""
+        return self.queue.enqueue_many(jobs, conn=conn)
+
+    # -- the in-process worker ----------------------------------------------------------
+
+    def start_worker(self, app: Flask | None = None) -> Worker:
+        """Start this process's in-process worker for the app, once; returns it.
+
+        Safe to call from every request, thread and forked child: each process gets one
+        worker, stopped at interpreter exit. ``VENTURI_WORKER = True`` calls this on the
+        first request of each process.
+        """
+        return self._state(app).start_worker()
+
+    def stop_worker(self, app: Flask | None = None, timeout: float | None = None) -> None:
+        """Stop this process's in-process worker gracefully (idempotent)."""
+        self._state(app).stop_worker(timeout)
+
+    def worker(self, app: Flask | None = None) -> Worker | None:
+        """This process's running in-process worker for the app, if any."""
+        return self._state(app).running_worker()
+
+    def close(self, app: Flask | None = None) -> None:
+        """Stop the app's in-process worker and close its queue's pool."""
+        state = self._state(app)
+        state.stop_worker()
+        state.lazy.close()
