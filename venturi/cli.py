@@ -6,6 +6,7 @@ import click
 
 from venturi import __version__
 from venturi.bench import bench_command
+from venturi.cli_admin import admin_commands
 from venturi.cli_demo import demo_command
 from venturi.cli_jobs import job_commands
 from venturi.cli_ops import operation_commands
@@ -71,6 +72,7 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
     for command in [
         *operation_commands(embedded),
         *job_commands(),
+        *admin_commands(),
         demo_command(),
         bench_command,
     ]:

@@ -1,11 +1,10 @@
-"""Sub-commands that enqueue, inspect and manage jobs: enqueue, job, history, dead,
-stats, cancel, requeue, cleanup."""
+"""Sub-commands that enqueue and read jobs: enqueue, job, history, dead."""
 
 from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import click
@@ -13,37 +12,20 @@ from rich.table import Table
 
 from venturi.cli_support import (
     DURATION,
+    JOB_ID,
     CliState,
     console,
     echo_json,
     pass_state,
-    show_age,
+    require_job,
     show_json,
     show_time,
     table,
 )
-from venturi.errors import InvalidJob
-from venturi.models import JobRecord, JobStatus, JournalRecord, StatsSnapshot, to_uuid
+from venturi.models import JobRecord, JobStatus, JournalRecord
 from venturi.queue import Queue
 
 _STATUSES = [s.value for s in JobStatus]
-_TERMINAL = [s.value for s in JobStatus if s.terminal]
-
-
-class JobIdType(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2
-    """A job id: a ULID (as printed by venturi) or the UUID it is stored as."""
-
-    name = "id"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        try:
-            to_uuid(str(value))
-        except InvalidJob as exc:
-            self.fail(str(exc), param, ctx)
-        return str(value)
-
-
-JOB_ID = JobIdType()
 
 
 def _parse_payload(text: str | None) -> dict[str, Any]:
@@ -175,13 +157,6 @@ def journal_table(entries: list[JournalRecord], title: str = "journal") -> Table
     return grid
 
 
-def _require(queue: Queue, job_id: str) -> JobRecord:
-    record = queue.get(job_id)
-    if record is None:
-        raise click.ClickException(f"no job {job_id} under prefix {queue.prefix!r}")
-    return record
-
-
 @click.command("job")
 @click.argument("job_id", type=JOB_ID, metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, notes in full.")
@@ -189,7 +164,7 @@ def _require(queue: Queue, job_id: str) -> JobRecord:
 def job(state: CliState, job_id: str, as_json: bool) -> None:
     """Show one job and its journal (every run and transition)."""
     queue = state.queue()
-    record = _require(queue, job_id)
+    record = require_job(queue, job_id)
     entries = queue.journal(record.id)
     if as_json:
         echo_json({**_record_json(record), "journal": [_journal_json(e) for e in entries]})
@@ -334,128 +309,6 @@ def _last_note(entries: list[JournalRecord]) -> str | None:
     return notes[-1] if notes else None
 
 
-def _stats_json(snapshot: StatsSnapshot) -> dict[str, Any]:
-    return {
-        "taken_at": snapshot.taken_at.isoformat(),
-        "kinds": {
-            k.kind: {
-                "pending": k.pending,
-                "scheduled": k.scheduled,
-                "claimed": k.claimed,
-                "completed": k.completed,
-                "dead": k.dead,
-                "cancelled": k.cancelled,
-                "oldest_pending_seconds": k.oldest_pending_seconds,
-            }
-            for k in snapshot.kinds
-        },
-    }
-
-
-@click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@pass_state
-def stats(state: CliState, as_json: bool) -> None:
-    """Job counts per kind, and the oldest wait.
-
-    pending: due now; scheduled: due later; claimed: running; oldest pending: how long
-    the longest-waiting due job has waited.
-    """
-    queue = state.queue()
-    snapshot = queue.stats()
-    if as_json:
-        echo_json(_stats_json(snapshot))
-        return
-    if not snapshot.kinds:
-        click.echo(f"no jobs under prefix {queue.prefix!r}")
-        return
-    fields = ("pending", "scheduled", "claimed", "completed", "dead", "cancelled")
-    grid = table("kind", *fields, "oldest pending", footer=True)
-    grid.columns[0].footer = "total"
-    for column, field in zip(grid.columns[1:], fields, strict=False):
-        column.justify = "right"
-        column.footer = str(snapshot.total(field))
-    grid.columns[-1].justify = "right"
-    for k in snapshot.kinds:
-        counts = [str(getattr(k, field)) for field in fields]
-        grid.add_row(k.kind, *counts, show_age(k.oldest_pending_seconds))
-    console().print(grid)
-
-
-@click.command()
-@click.argument("job_id", type=JOB_ID, metavar="ID")
-@pass_state
-def cancel(state: CliState, job_id: str) -> None:
-    """Cancel a pending or running job.
-
-    A running handler sees `ctx.stopping` set; whatever it returns later is fenced out.
-    """
-    queue = state.queue()
-    if not queue.cancel(job_id):
-        record = _require(queue, job_id)
-        raise click.ClickException(
-            f"job {job_id} is {record.status.value}; only pending or running jobs can be cancelled"
-        )
-    click.echo(f"cancelled {job_id}")
-
-
-@click.command()
-@click.argument("job_id", type=JOB_ID, metavar="[ID]", required=False)
-@click.option("--all-dead", is_flag=True, help="Requeue every dead job (of --kind).")
-@click.option("--kind", help="With --all-dead: only this kind.")
-@pass_state
-def requeue(state: CliState, job_id: str | None, all_dead: bool, kind: str | None) -> None:
-    """Put finished jobs back in line.
-
-    Either job ID (dead, cancelled or completed), or with --all-dead every dead job (of
-    --kind), with a fresh failure count. A job whose dedup key a pending job holds stays.
-    """
-    if (job_id is None) == (not all_dead):
-        raise click.UsageError("give either a job ID or --all-dead")
-    if kind is not None and not all_dead:
-        raise click.UsageError("--kind goes with --all-dead")
-    queue = state.queue()
-    if job_id is None:
-        count = queue.requeue_dead(kind=kind)
-        which = "dead jobs" if kind is None else f"dead {kind} jobs"
-        click.echo(f"requeued {count} {which}")
-        return
-    if not queue.requeue(job_id):
-        record = _require(queue, job_id)
-        raise click.ClickException(
-            f"job {job_id} is {record.status.value}; only dead, cancelled or completed jobs "
-            "can be requeued"
-        )
-    click.echo(f"requeued {job_id}")
-
-
-@click.command()
-@click.option(
-    "--older-than",
-    type=DURATION,
-    required=True,
-    help="Delete jobs that finished longer ago than this (7d, 12h, ...).",
-)
-@click.option("--kind", help="Only this kind.")
-@click.option("--status", type=click.Choice(_TERMINAL), help="Only this terminal status.")
-@pass_state
-def cleanup(state: CliState, older_than: float, kind: str | None, status: str | None) -> None:
-    """Delete finished jobs older than a duration.
-
-    Completed, dead and cancelled jobs (and their journal) that finished longer ago than
-    --older-than, in database time.
-    """
-    queue = state.queue()
-    # Database time, like every other cut-off venturi computes, so client clock skew
-    # cannot widen the deletion.
-    try:
-        cutoff = queue.store.now() - timedelta(seconds=older_than)
-    except OverflowError:
-        raise click.BadParameter("reaches before year 1", param_hint="'--older-than'") from None
-    deleted = queue.cleanup(finished_before=cutoff, kind=kind, status=status)
-    click.echo(f"deleted {deleted} jobs that finished before {show_time(cutoff)}")
-
-
 def job_commands() -> list[click.Command]:
-    """The sub-commands that work on jobs."""
-    return [enqueue, job, history, dead, stats, cancel, requeue, cleanup]
+    """The sub-commands that enqueue and read jobs."""
+    return [enqueue, job, history, dead]

@@ -20,7 +20,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from venturi.errors import VenturiError
+from venturi.errors import InvalidJob, VenturiError
+from venturi.models import JobRecord, to_uuid
 from venturi.queue import Queue
 
 QueueFactory = Callable[[], Queue]
@@ -64,6 +65,30 @@ class DurationType(click.ParamType):  # type: ignore[type-arg]  # generic from c
 
 
 DURATION: Final = DurationType()
+
+
+class JobIdType(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2
+    """A job id: a ULID (as printed by venturi) or the UUID it is stored as."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            to_uuid(str(value))
+        except InvalidJob as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
+JOB_ID = JobIdType()
+
+
+def require_job(queue: Queue, job_id: str) -> JobRecord:
+    """The job, or a one-line error naming the prefix."""
+    record = queue.get(job_id)
+    if record is None:
+        raise click.ClickException(f"no job {job_id} under prefix {queue.prefix!r}")
+    return record
 
 
 def redact(dsn: str) -> str:
