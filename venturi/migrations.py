@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import psycopg
@@ -35,7 +36,8 @@ def migrate(conn: psycopg.Connection[Any], prefix: Prefix, lock_timeout: float) 
         with conn.transaction():
             conn.execute(
                 sqlfiles.query("migration_lock", prefix),
-                {"key": prefix.lock_key, "timeout": f"{int(lock_timeout * 1000)}ms"},
+                # At least 1ms: PostgreSQL reads lock_timeout = 0 as "wait forever".
+                {"key": prefix.lock_key, "timeout": f"{max(1, math.ceil(lock_timeout * 1000))}ms"},
             )
             conn.execute(sqlfiles.query("migration_history_create", prefix))
             rows = conn.execute(sqlfiles.query("migration_versions", prefix)).fetchall()

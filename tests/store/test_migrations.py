@@ -144,6 +144,18 @@ def test_a_held_lock_times_out_but_other_prefixes_migrate_meanwhile(
         drop_prefix(database_dsn, free)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("timeout", [0, 0.0001])
+def test_a_zero_lock_timeout_fails_at_once_rather_than_waiting_forever(
+    make_store: Callable[..., PostgresStore], prefix: str, database_dsn: str, timeout: float
+) -> None:
+    # PostgreSQL reads lock_timeout = 0 as "no limit"; venturi must not pass that through.
+    with psycopg.connect(database_dsn, autocommit=True) as squatter:
+        squatter.execute("SELECT pg_advisory_lock(%s)", (Prefix(prefix).lock_key,))
+        with pytest.raises(MigrationLockTimeout):
+            make_store(prefix, migration_lock_timeout=timeout).migrate()
+
+
 def test_a_schema_newer_than_the_code_is_refused(
     store: PostgresStore, make_store: Callable[..., PostgresStore], database_dsn: str
 ) -> None:
