@@ -244,7 +244,7 @@ def import_queue(spec: str) -> Queue:
 def console() -> Console:
     """A console on the current stdout (so click's test runner captures it). Piped
     output gets wide lines rather than rich's 80 columns, so tables stay one row a job."""
-    stream = click.get_text_stream("stdout")
+    stream = sys.stdout  # click.get_text_stream is deprecated from click 8.5
     width = None if stream.isatty() or "COLUMNS" in os.environ else _PIPE_WIDTH
     return Console(file=stream, width=width, highlight=False, soft_wrap=False)
 
