@@ -28,8 +28,10 @@ CREATE TABLE {jobs} (
 CREATE INDEX {claim_idx} ON {jobs} (kind, priority DESC, visible_at, id)
     WHERE status = 'pending';
 
--- Reaper: only claimed rows, ordered by expiry.
-CREATE INDEX {stale_idx} ON {jobs} (claim_expires_at) WHERE status = 'claimed';
+-- Reaper: only claimed rows (as many as the workers' slots), sorted by expiry after the
+-- scan. claim_expires_at itself is not indexed: heartbeats rewrite it, and an indexed
+-- column would stop those updates from being HOT (each would add index entries).
+CREATE INDEX {stale_idx} ON {jobs} (claimed_by) WHERE status = 'claimed';
 
 -- History keyset pages, newest first.
 CREATE INDEX {history_idx} ON {jobs} (created_at DESC, id DESC);
