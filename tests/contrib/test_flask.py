@@ -152,6 +152,10 @@ def test_flask_venturi_commands_act_on_the_apps_queue(app: Flask) -> None:
     result = runner.invoke(args=["venturi", "stats"])
     assert result.exit_code == 0, result.output
     assert "notes.publish" in result.output
+    # `flask venturi worker` takes its defaults from the VENTURI_WORKER_* settings.
+    helped = runner.invoke(args=["venturi", "worker", "--help"])
+    assert helped.exit_code == 0, helped.output
+    assert "default: 2" in " ".join(helped.output.split())
 
 
 def test_config_is_checked(database_dsn: str) -> None:

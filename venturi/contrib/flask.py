@@ -62,6 +62,14 @@ def _optional_int(name: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]
     return check
 
 
+def _required_int(name: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_: Any, __: attrs.Attribute[Any], value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"{name} must be a positive int, got {value!r}")
+
+    return check
+
+
 def _seconds(value: Any, name: str) -> float:
     try:
         return to_seconds(value, name, allow_zero=False)
@@ -104,15 +112,26 @@ class FlaskSettings:
     pool_size: int | None = attrs.field(default=None, validator=_optional_int("VENTURI_POOL_SIZE"))
     strict: bool = attrs.field(default=False, validator=_flag("VENTURI_STRICT"))
     max_payload_bytes: int = attrs.field(
-        default=DEFAULT_MAX_PAYLOAD_BYTES, validator=_optional_int("VENTURI_MAX_PAYLOAD_BYTES")
+        default=DEFAULT_MAX_PAYLOAD_BYTES, validator=_required_int("VENTURI_MAX_PAYLOAD_BYTES")
     )
     worker: bool = attrs.field(default=False, validator=_flag("VENTURI_WORKER"))
     worker_concurrency: int = attrs.field(
-        default=4, validator=_optional_int("VENTURI_WORKER_CONCURRENCY")
+        default=4, validator=_required_int("VENTURI_WORKER_CONCURRENCY")
     )
     worker_kinds: tuple[str, ...] | None = attrs.field(default=None, converter=_kinds)
     worker_poll_interval: float = attrs.field(default=5.0, converter=_poll_interval)
     worker_stop_timeout: float = attrs.field(default=30.0, converter=_stop_timeout)
+
+    def worker_defaults(self) -> dict[str, Any]:
+        """The worker settings as defaults of ``flask venturi worker``'s options."""
+        defaults: dict[str, Any] = {
+            "concurrency": self.worker_concurrency,
+            "poll_interval": self.worker_poll_interval,
+            "stop_timeout": self.worker_stop_timeout,
+        }
+        if self.worker_kinds is not None:
+            defaults["kinds"] = ",".join(self.worker_kinds)
+        return defaults
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> FlaskSettings:
@@ -223,7 +242,10 @@ class Venturi:
         app.extensions[EXTENSION_KEY] = self
         from venturi.cli import build_cli
 
-        app.cli.add_command(build_cli(state.lazy.get), "venturi")
+        group = build_cli(state.lazy.get)
+        # `flask venturi worker` starts from the same worker settings as the in-process one.
+        group.context_settings["default_map"] = {"worker": settings.worker_defaults()}
+        app.cli.add_command(group, "venturi")
         if settings.worker:
             app.before_request(functools.partial(self._ensure_worker, state))
 
