@@ -37,18 +37,20 @@ class DemoDatabase:
     lasting: bool  # False for the embedded server, which goes away with the demo
 
 
-def _answers(dsn: str) -> bool:
+def _server(dsn: str) -> str | None:
+    """``user@host:port/dbname`` of the server ``dsn`` reaches, or None if none answers."""
     try:
-        with psycopg.connect(dsn, connect_timeout=_PROBE_TIMEOUT):
-            return True
+        with psycopg.connect(dsn, connect_timeout=_PROBE_TIMEOUT) as conn:
+            info = conn.info
+            return f"{info.user}@{info.host}:{info.port}/{info.dbname}"
     except psycopg.Error:
-        return False
+        return None
 
 
-def _from_dsn(dsn: str, how: str, pool_size: int) -> DemoDatabase:
+def _from_dsn(dsn: str, server: str, how: str, pool_size: int) -> DemoDatabase:
     from_env = dsn == os.environ.get("VENTURI_DSN") or dsn == ""
     return DemoDatabase(
-        description=f"PostgreSQL at {redact(dsn)} ({how})",
+        description=f"PostgreSQL {server} ({how})",
         make_queue=lambda prefix: Queue(dsn, prefix=prefix, pool_size=pool_size),
         dsn_flag="" if from_env else f"--dsn {shlex.quote(redact(dsn))} ",
         lasting=True,
@@ -105,11 +107,12 @@ def choose_database(state: CliState, embedded: bool, pool_size: int) -> Iterator
     if state.dsn is not None:
         check_reachable(state.dsn)
         source = "from VENTURI_DSN" if state.dsn == os.environ.get("VENTURI_DSN") else "--dsn"
-        yield _from_dsn(state.dsn, source, pool_size)
+        yield _from_dsn(state.dsn, _server(state.dsn) or redact(state.dsn), source, pool_size)
         return
     for candidate in LOCAL_CANDIDATES:
-        if _answers(candidate):
-            yield _from_dsn(candidate, "a local server that answered", pool_size)
+        server = _server(candidate)
+        if server is not None:
+            yield _from_dsn(candidate, server, "a local server that answered", pool_size)
             return
     with _embedded(pool_size) as database:
         yield database
