@@ -16,6 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from ulid import ULID
 
 from venturi import sqlfiles
 from venturi.backoff import exponential
@@ -217,8 +218,7 @@ def run_demo(
     batch = compose_batch(queue, requests, random.Random(seed))
     out.print(f"Enqueueing {len(batch)} jobs under prefix [bold]{queue.prefix}[/] ...")
     ids = queue.enqueue_many(batch)
-    kind_of = dict(zip(ids, (job.kind for job in batch), strict=True))
-    tally = Tally(len(kind_of))
+    tally = Tally(len(set(ids)))  # merged enqueues share an id
     worker = queue.worker(concurrency=concurrency, poll_interval=0.5, events=tally)
     started = time.monotonic()
     try:
@@ -226,6 +226,12 @@ def run_demo(
         elapsed = time.monotonic() - started
     finally:
         worker.stop()
+    return _report(queue, batch, ids, tally, elapsed)
+
+
+def _report(
+    queue: Queue, batch: list[NewJob], ids: list[ULID], tally: Tally, elapsed: float
+) -> DemoReport:
     snapshot = {k.kind: k for k in queue.stats().kinds}
     reports = [
         (job.payload["pages"], i)
@@ -236,7 +242,9 @@ def run_demo(
     return DemoReport(
         prefix=queue.prefix,
         requested=dict(collections.Counter(job.kind for job in batch)),
-        jobs=dict(collections.Counter(kind_of.values())),
+        jobs=dict(
+            collections.Counter(job.kind for job in dict(zip(ids, batch, strict=True)).values())
+        ),
         tally=tally,
         completed={kind: snapshot[kind].completed for kind in snapshot},
         dead={kind: snapshot[kind].dead for kind in snapshot},
