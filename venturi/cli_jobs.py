@@ -104,9 +104,9 @@ def enqueue(
 
 def _summary(note: str | None) -> str:
     """One line of a journal note: a traceback's last line, or the note's first."""
-    if not note:
+    lines = [line for line in (note or "").splitlines() if line.strip()]
+    if not lines:
         return ""
-    lines = [line for line in note.strip().splitlines() if line.strip()]
     line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
     return line if len(lines) == 1 else f"{line} (+{len(lines) - 1} lines)"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from venturi.cli_jobs import _summary
 from venturi.cli_support import one_line, parse_duration, redact, scrub
 
 
@@ -56,3 +57,20 @@ def test_scrub_masks_a_password_a_message_quotes() -> None:
 def test_one_line_keeps_the_first_line_or_the_type() -> None:
     assert one_line(RuntimeError("first\nsecond")) == "first"
     assert one_line(KeyError()) == "KeyError"
+
+
+@pytest.mark.parametrize(
+    ("note", "line"),
+    [
+        (None, ""),
+        ("  \n ", ""),
+        ("done", "done"),
+        ("first\nsecond", "first (+1 lines)"),
+        (
+            "Traceback (most recent call last):\n  File x\nValueError: bad",
+            "ValueError: bad (+2 lines)",
+        ),
+    ],
+)
+def test_a_journal_note_shows_as_one_line(note: str | None, line: str) -> None:
+    assert _summary(note) == line
