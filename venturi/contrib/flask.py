@@ -202,9 +202,16 @@ def _build_queue(settings: FlaskSettings) -> Queue:
 
 
 def _in_context(app: Flask) -> Callable[[Handler], Handler]:
+    # A weak reference: the app's state is a value of a WeakKeyDictionary keyed by the
+    # app, so a strong one here would keep every app (and its pool) alive for good.
+    app_ref = weakref.ref(app)
+
     def wrap(func: Handler) -> Handler:
         @functools.wraps(func)
         def run(*args: Any, **kwargs: Any) -> Any:
+            app = app_ref()
+            if app is None:
+                raise RuntimeError("the Flask app of this queue no longer exists")
             with app.app_context():
                 return func(*args, **kwargs)
 
