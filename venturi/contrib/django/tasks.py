@@ -45,7 +45,8 @@ from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import DEFAULT_LEASE
 
 from .conf import SettingsError
-from .queue import _target, enqueue, get_queue, registry
+from .queue import enqueue, get_queue, registry
+from .queue import job as register_job
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -110,8 +111,7 @@ def register_backend(alias: str, params: Mapping[str, Any]) -> None:
             if kind in registry.kinds:
                 continue
             try:
-                registry.job(
-                    _target,
+                register_job(
                     kind,
                     max_attempts=options.max_attempts,
                     lease=options.lease,
