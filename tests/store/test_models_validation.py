@@ -188,10 +188,12 @@ def test_bad_job_ids_are_refused() -> None:
 
 @pytest.mark.parametrize("size", [0, -1, True, 2.5, "4"])
 def test_pool_size_must_be_a_positive_int(database_dsn: str, size: Any) -> None:
-    before = threading.active_count()
-    with pytest.raises(ConfigurationError, match="pool_size"):
-        PostgresStore.from_dsn(database_dsn, Prefix("validation"), pool_size=size)
-    assert threading.active_count() == before, "a refused store left pool threads behind"
+    name = f"poolsize{uuid.uuid4().hex[:8]}"
+    with pytest.raises(ConfigurationError, match="pool_size") as info:
+        PostgresStore.from_dsn(database_dsn, Prefix(name), pool_size=size)
+    assert repr(size) in str(info.value)
+    running = [t.name for t in threading.enumerate() if name in t.name]
+    assert not running, f"a refused store left its pool running: {running}"
 
 
 def test_a_malformed_dsn_is_a_configuration_error() -> None:
