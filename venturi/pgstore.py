@@ -376,6 +376,9 @@ class PostgresStore:
 
         A dead job whose dedup key a pending job holds stays dead.
         """
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            # As in cleanup: a batch of 0 never comes back short, so the loop would not end.
+            raise ConfigurationError(f"requeue batch must be a positive int, got {batch!r}")
         params = {"kind": kind, "dead_before": self.now(), "note": note, "batch": batch}
         total = 0
         races = 0

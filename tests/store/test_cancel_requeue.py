@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support import Listener, Probe
+from venturi.errors import ConfigurationError
 from venturi.models import Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
 from venturi.pgstore import PostgresStore
 
@@ -86,3 +87,22 @@ def test_requeue_of_a_pending_or_claimed_job_changes_nothing(
     assert store.requeue(claimed.id) is False
     assert probe.rows("SELECT * FROM {jobs} ORDER BY id") == rows
     assert probe.count("journal") == 0
+
+
+def test_requeue_dead_takes_every_dead_job_in_batches(store: PostgresStore) -> None:
+    dead = [_finished(store, "dead") for _ in range(5)]
+    _finished(store, "completed")
+    assert store.requeue_dead(batch=2) == 5
+    for job in dead:
+        after = store.get(job.id)
+        assert after is not None and after.status is JobStatus.PENDING
+        assert store.journal(job.id)[-1].outcome is Outcome.REQUEUED
+    assert store.requeue_dead() == 0
+
+
+@pytest.mark.parametrize("batch", [0, -1])
+def test_requeue_dead_refuses_a_batch_that_could_never_finish(
+    store: PostgresStore, batch: int
+) -> None:
+    with pytest.raises(ConfigurationError, match="batch"):
+        store.requeue_dead(batch=batch)
