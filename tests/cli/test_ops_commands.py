@@ -17,6 +17,7 @@ import venturi
 from tests.cli.conftest import (
     CLOSED_PORT_DSN,
     Invoke,
+    Samples,
     answers,
     free_port,
     one_error_line,
@@ -117,6 +118,14 @@ def test_healthcheck_fails_without_schema_or_database(invoke: Invoke) -> None:
     assert "topsecret" not in unreachable.output
 
 
+def _counted(samples: Samples | None, settlements: int) -> Samples | None:
+    """The samples once they count ``settlements`` settled runs, else None."""
+    if samples is None:
+        return None
+    total = sum(v for (name, _), v in samples.items() if name == "venturi_jobs_settled_total")
+    return samples if total >= settlements else None
+
+
 def _app_dir(tmp_path: Path, name: str) -> Path:
     (tmp_path / f"{name}.py").write_text(APP)
     return tmp_path
@@ -142,7 +151,11 @@ def test_worker_runs_jobs_serves_metrics_and_stops_on_sigterm(
                 timeout=60,
                 what=f"the worker to finish its jobs; log: {log.read_text()}",
             )
-            samples = wait_until(lambda: answers(lambda: scrape(port)), what="metrics")
+            # Events follow the commit, so the counters may trail the rows by a moment.
+            samples = wait_until(
+                lambda: _counted(answers(lambda: scrape(port)), 4), what="4 settlements counted"
+            )
+            assert samples is not None
             assert queue.journal(greetings[0])[-1].attachment == "hello 0"
         settled = "venturi_jobs_settled_total"
         assert sample(samples, settled, kind="greet", outcome="completed") == 3
