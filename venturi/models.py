@@ -20,6 +20,7 @@ SMALLINT_MIN: Final = -32768
 SMALLINT_MAX: Final = 32767
 MAX_KIND_LENGTH: Final = 128
 MAX_DEDUP_KEY_LENGTH: Final = 512
+MAX_DELAY_SECONDS: Final = 100 * 365 * 24 * 3600
 _KIND_PATTERN: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*", re.ASCII)
 
 MergeFn = Callable[[dict[str, Any], dict[str, Any]], Mapping[str, Any]]
@@ -152,6 +153,10 @@ class NewJob:
         if self.at is not None:
             require_aware(self.at, "at")
         seconds = None if self.delay is None else to_seconds(self.delay, "delay")
+        if seconds is not None and seconds > MAX_DELAY_SECONDS:
+            raise InvalidJob(
+                f"delay {seconds:g}s is more than {MAX_DELAY_SECONDS}s (100 years); use at="
+            )
         object.__setattr__(self, "delay_seconds", seconds)
         if self.dedup_key is None and self.on_duplicate != "keep":
             raise InvalidJob("on_duplicate needs a dedup_key")

@@ -139,6 +139,8 @@ class PostgresStore:
                 f"({_redacted(self.connection_params()[0])}): {exc}"
             ) from exc
         except psycopg.OperationalError as exc:
+            if not _means_unreachable(exc):
+                raise
             raise StoreUnavailable(f"database unavailable: {_first_line(exc)}") from exc
 
     def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
@@ -409,6 +411,17 @@ def _run(
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query, params)
         return cur.fetchall() if cur.description else []
+
+
+# SQLSTATEs that say the server cannot be reached or is going away (class 08, and the
+# shutdown codes of class 57); other operational errors (a lock timeout, a serialization
+# failure) are the caller's to see as they are.
+_UNREACHABLE_STATES: Final = ("57P01", "57P02", "57P03")
+
+
+def _means_unreachable(exc: psycopg.OperationalError) -> bool:
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _UNREACHABLE_STATES
 
 
 def _first_line(exc: BaseException) -> str:

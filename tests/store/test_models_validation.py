@@ -291,3 +291,8 @@ def test_unknown_job_ids_read_as_absent(store: PostgresStore, probe: Probe) -> N
     with pytest.raises(InvalidJob, match="job id"):
         store.get("nope")
     _nothing_written(probe)
+
+
+def test_delay_beyond_a_century_is_refused_before_sql() -> None:
+    with pytest.raises(InvalidJob, match=r"delay .* more than"):
+        NewJob("k", {}, delay=1e13)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 
+import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
@@ -65,3 +66,17 @@ def test_an_unreachable_database_raises_store_unavailable_without_the_password()
             store.migrate()
     finally:
         store.close()
+
+
+def test_operational_errors_that_are_not_outages_surface_as_they_are(
+    store: PostgresStore,
+) -> None:
+    """A lock timeout is the caller's to see, not a "database unavailable"."""
+    with (
+        psycopg.connect(store.connection_params()[0], autocommit=True) as holder,
+        holder.transaction(),
+    ):
+        holder.execute(f"LOCK TABLE {store.prefix.jobs} IN ACCESS EXCLUSIVE MODE")
+        with store.connection() as conn, pytest.raises(psycopg.errors.LockNotAvailable):
+            conn.execute("SET lock_timeout = '50ms'")
+            conn.execute(f"SELECT 1 FROM {store.prefix.jobs}")
