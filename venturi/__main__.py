@@ -1,0 +1,5 @@
+"""`python -m venturi` runs the `venturi` command."""
+
+from venturi.cli import main
+
+main()
