@@ -1,5 +1,6 @@
 -- Inserts many jobs (without dedup keys) from parallel arrays in one statement and
--- sends one notification per distinct kind, not one per row.
+-- sends one notification per distinct kind, not one per row. The arrays travel in
+-- binary (the "b" placeholder format), which spares the client quoting and escaping every element.
 -- Parameters: ids, kinds, payloads (JSON text), priorities, delays (s), ats, max_attempts.
 -- Returns: the number of distinct kinds notified.
 WITH inserted AS (
@@ -7,9 +8,9 @@ WITH inserted AS (
     SELECT j.id, j.kind, j.payload, j.priority,
            coalesce(j.at, now() + make_interval(secs => coalesce(j.delay, 0))),
            j.max_attempts
-    FROM unnest(%(ids)s::uuid[], %(kinds)s::text[], %(payloads)s::jsonb[],
-                %(priorities)s::smallint[], %(delays)s::float8[], %(ats)s::timestamptz[],
-                %(max_attempts)s::integer[])
+    FROM unnest(%(ids)b::uuid[], %(kinds)b::text[], %(payloads)b::jsonb[],
+                %(priorities)b::smallint[], %(delays)b::float8[], %(ats)b::timestamptz[],
+                %(max_attempts)b::integer[])
          AS j (id, kind, payload, priority, delay, at, max_attempts)
     RETURNING kind
 )

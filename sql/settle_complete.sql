@@ -1,10 +1,11 @@
 -- Completes a batch of claimed runs in one statement. Each row is fenced by owner, run
 -- epoch and status, and journaled only when its transition applied.
 -- Parameters: ids (uuid[]), owners (text[]), runs (int[]), attachments (JSON text[]),
--- notes (text[]). Returns: the ids whose completion applied.
+-- notes (text[]), all sent in binary ("b" placeholders: no per-element quoting here).
+-- Returns: the ids whose completion applied.
 WITH batch AS (
-    SELECT * FROM unnest(%(ids)s::uuid[], %(owners)s::text[], %(runs)s::integer[],
-                         %(attachments)s::jsonb[], %(notes)s::text[])
+    SELECT * FROM unnest(%(ids)b::uuid[], %(owners)b::text[], %(runs)b::integer[],
+                         %(attachments)b::jsonb[], %(notes)b::text[])
         AS b (id, owner, run, attachment, note)
 ),
 settled AS (
