@@ -20,7 +20,7 @@ from django.db import transaction
 from django.test import Client
 
 from tests.support import wait_until
-from venturi import InvalidJob, JobStatus, Queue
+from venturi import InvalidJob, JobStatus, NewJob, Queue
 from venturi.contrib import django as venturi_django
 from venturi.contrib.django.conf import (
     SettingsError,
@@ -79,6 +79,16 @@ def test_the_job_is_invisible_until_the_orm_transaction_commits(queue: Queue) ->
     assert queue.get(dropped) is None
     assert queue.drain() == 1
     assert _orders() == [("cake", "fulfilled")]
+
+
+def test_a_batch_joins_the_orm_transaction_too(queue: Queue) -> None:
+    jobs = [NewJob("shop.fulfil", {"order_id": n}) for n in (1, 2)]
+    with transaction.atomic():
+        ids = queue.enqueue_many(jobs, conn=venturi_django.django_connection())
+        transaction.set_rollback(True)
+    assert [queue.get(i) for i in ids] == [None, None]
+    ids = queue.enqueue_many(jobs, conn=venturi_django.django_connection())
+    assert all(queue.get(i) is not None for i in ids)
 
 
 def test_dedup_merge_runs_on_djangos_connection(queue: Queue) -> None:
