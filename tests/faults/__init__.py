@@ -1,0 +1,1 @@
+"""Fault, race and bad-input tests: real worker processes, injected faults, SQL invariants."""

@@ -1,0 +1,64 @@
+"""Fixtures for the fault tests: a throwaway server of our own, worker fleets, the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faults import ledger
+from tests.faults.fleet import Fleet
+from tests.faults.server import ThrowawayServer, find_binaries
+from tests.support import drop_prefix, fresh_prefix
+
+
+@pytest.fixture(scope="session")
+def own_server_session() -> Iterator[ThrowawayServer]:
+    """A private PostgreSQL for tests that stop, restart or reconfigure the server."""
+    found = find_binaries()
+    if found is None:
+        pytest.skip("no PostgreSQL binaries (system install or pgserver) to run a server")
+    server = ThrowawayServer(*found)
+    server.start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def own_server(own_server_session: ThrowawayServer) -> ThrowawayServer:
+    """The private server, running (a previous test may have left it stopped)."""
+    own_server_session.ensure_running()
+    return own_server_session
+
+
+@pytest.fixture
+def own_prefix(request: pytest.FixtureRequest, own_server: ThrowawayServer) -> Iterator[str]:
+    """A fresh prefix on the private server, with its ledger; dropped afterwards."""
+    name = fresh_prefix(request.node.name.split("[")[0].removeprefix("test_"))
+    yield name
+    own_server.ensure_running()
+    ledger.drop(own_server.dsn, name)
+    drop_prefix(own_server.dsn, name)
+
+
+@pytest.fixture
+def shared_prefix(prefix: str, database_dsn: str) -> Iterator[str]:
+    """The per-test prefix on the shared server, with its ledger dropped afterwards."""
+    yield prefix
+    ledger.drop(database_dsn, prefix)
+
+
+@pytest.fixture
+def make_fleet(tmp_path: Path) -> Iterator[Callable[..., Fleet]]:
+    """Build fleets of worker processes; every process is stopped at teardown."""
+    fleets: list[Fleet] = []
+
+    def make(dsn: str, prefix: str, **defaults: object) -> Fleet:
+        fleet = Fleet(dsn, prefix, tmp_path, **defaults)
+        fleets.append(fleet)
+        return fleet
+
+    yield make
+    for fleet in fleets:
+        fleet.close()

@@ -1,0 +1,167 @@
+"""The execution ledger: every handler run records itself, outside venturi, in SQL.
+
+Handlers write on a connection of their own (autocommit, one per handler thread), so a
+run leaves its row even if its worker is killed a moment later. Each execution carries a
+random token and the writes are idempotent, so a write retried after a dropped reply
+never counts twice; two rows for one (job, run) therefore mean one claim ran twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import uuid
+from typing import Any, Final
+
+import psycopg
+from psycopg import sql
+
+import venturi
+
+WORK_KIND: Final = "fault.work"
+GIL_KIND: Final = "fault.gil"
+_RETRY_FOR: Final = 120.0
+
+
+def table(prefix: str) -> sql.Identifier:
+    return sql.Identifier(f"{prefix}_ledger")
+
+
+def create(dsn: str, prefix: str) -> None:
+    """Create the prefix's ledger table (next to its jobs table; dropped with the test)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                " job_id uuid NOT NULL, run_no integer NOT NULL, token uuid NOT NULL,"
+                " worker text NOT NULL, pid integer NOT NULL,"
+                " started_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+                " finished_at timestamptz, PRIMARY KEY (job_id, run_no, token))"
+            ).format(table(prefix))
+        )
+
+
+def drop(dsn: str, prefix: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table(prefix)))
+
+
+class Ledger:
+    """Writes execution rows from handler threads, reconnecting through outages."""
+
+    def __init__(self, dsn: str, prefix: str, worker: str) -> None:
+        self.dsn = dsn
+        self.table = table(prefix)
+        self.worker = worker
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._opened: list[psycopg.Connection[Any]] = []
+
+    def _write(self, query: sql.Composed, params: tuple[Any, ...]) -> None:
+        deadline = time.monotonic() + _RETRY_FOR
+        while True:
+            conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=3)
+                    self._local.conn = conn
+                    with self._lock:
+                        self._opened.append(conn)
+                conn.execute(query, params)
+                return
+            except psycopg.OperationalError:
+                if conn is not None:
+                    conn.close()
+                self._local.conn = None
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def close(self) -> None:
+        """Close every connection the handler threads opened."""
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            conn.close()
+
+    def started(self, ctx: venturi.JobContext) -> uuid.UUID:
+        token = uuid.uuid4()
+        self._write(
+            sql.SQL(
+                "INSERT INTO {} (job_id, run_no, token, worker, pid) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT DO NOTHING"
+            ).format(self.table),
+            (ctx.job.id.to_uuid(), ctx.attempt, token, self.worker, os.getpid()),
+        )
+        return token
+
+    def finished(self, ctx: venturi.JobContext, token: uuid.UUID) -> None:
+        self._write(
+            sql.SQL(
+                "UPDATE {} SET finished_at = clock_timestamp()"
+                " WHERE job_id = %s AND run_no = %s AND token = %s"
+            ).format(self.table),
+            (ctx.job.id.to_uuid(), ctx.attempt, token),
+        )
+
+
+def hold_gil(seconds: float) -> None:
+    """Keep the GIL for about ``seconds`` in one C call (a backtracking regex).
+
+    The regex engine never releases the GIL, so no other thread of the process (the
+    heartbeat included) runs until it returns. Its cost doubles per character; we
+    calibrate on short inputs and extrapolate, erring long.
+    """
+    pattern = re.compile(r"(a|aa)+$")
+    size, took = 18, 0.0
+    while took < 0.05:
+        size += 1
+        began = time.perf_counter()
+        pattern.match("a" * size + "b")
+        took = time.perf_counter() - began
+    # Each extra character multiplies the cost by the golden ratio (Fibonacci growth).
+    while took < seconds:
+        size += 1
+        took *= 1.618
+    pattern.match("a" * size + "b")
+
+
+def register(queue: venturi.Queue, ledger: Ledger, *, lease: float, max_attempts: int) -> None:
+    """Register the fault kinds on ``queue``, each recording its runs in ``ledger``."""
+
+    @queue.job(
+        WORK_KIND,
+        lease=lease,
+        max_attempts=max_attempts,
+        context=True,
+        backoff=venturi.constant(0.2),
+    )
+    def work(
+        ctx: venturi.JobContext, ms: int = 0, first_ms: int | None = None, cooperative: bool = True
+    ) -> int:
+        """Take ``ms`` (``first_ms`` on the first run); cooperative runs end on ``stopping``."""
+        token = ledger.started(ctx)
+        seconds = (first_ms if first_ms is not None and ctx.attempt == 1 else ms) / 1000
+        if cooperative:
+            ctx.stopping.wait(seconds)
+        elif seconds:
+            time.sleep(seconds)
+        ledger.finished(ctx, token)
+        return ctx.attempt
+
+    @queue.job(
+        GIL_KIND,
+        lease=lease,
+        max_attempts=max_attempts,
+        context=True,
+        backoff=venturi.constant(0.2),
+    )
+    def gil(ctx: venturi.JobContext, seconds: float = 0.0) -> int:
+        """Hold the GIL for ``seconds`` on the first run only."""
+        token = ledger.started(ctx)
+        if ctx.attempt == 1:
+            hold_gil(seconds)
+        ledger.finished(ctx, token)
+        return ctx.attempt

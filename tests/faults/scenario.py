@@ -1,0 +1,120 @@
+"""Shared steps of the fault scenarios: set up a prefix, enqueue, watch progress."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from ulid import ULID
+
+import venturi
+from tests.faults import ledger
+from tests.support import wait_until
+from venturi.pgstore import PostgresStore
+
+T = TypeVar("T")
+
+
+def wait_for(produce: Callable[[], T | None], timeout: float, what: str) -> T:
+    """`wait_until` for a predicate that yields a value (not None) once ready."""
+    value = wait_until(produce, timeout, 0.02, what)
+    assert value is not None
+    return value
+
+
+def prepare(dsn: str, prefix: str, **queue_options: Any) -> venturi.Queue:
+    """A producer queue on a migrated prefix with an empty ledger (no kinds registered)."""
+    queue = venturi.Queue(dsn, prefix=prefix, **queue_options)
+    queue.migrate()
+    ledger.create(dsn, prefix)
+    return queue
+
+
+def enqueue_work(queue: venturi.Queue, count: int, **payload: Any) -> list[ULID]:
+    """``count`` ledger jobs in batches of 500."""
+    ids: list[ULID] = []
+    for start in range(0, count, 500):
+        batch = [venturi.NewJob(ledger.WORK_KIND, payload) for _ in range(min(500, count - start))]
+        ids += queue.enqueue_many(batch)
+    return ids
+
+
+class Watch:
+    """Reads progress from the prefix's tables on an autocommit connection of its own."""
+
+    def __init__(self, dsn: str, prefix: str) -> None:
+        self.dsn = dsn
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.jobs = sql.Identifier(f"{prefix}_jobs")
+        self.journal = sql.Identifier(f"{prefix}_journal")
+        self.ledger = ledger.table(prefix)
+
+    def rows(self, query: sql.Composable | str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run a query, reconnecting once if the server dropped us (restart tests)."""
+        try:
+            return self.conn.execute(query, params).fetchall()  # type: ignore[arg-type]
+        except psycopg.OperationalError:
+            self.conn.close()
+            self.conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5)
+            return self.conn.execute(query, params).fetchall()  # type: ignore[arg-type]
+
+    def count(self, status: str) -> int:
+        query = sql.SQL("SELECT count(*) FROM {} WHERE status = %s").format(self.jobs)
+        return int(self.rows(query, (status,))[0][0])
+
+    def unfinished(self) -> int:
+        query = sql.SQL(
+            "SELECT count(*) FROM {} WHERE status NOT IN ('completed', 'dead', 'cancelled')"
+        ).format(self.jobs)
+        return int(self.rows(query)[0][0])
+
+    def executions(self, job_id: ULID | None = None) -> list[tuple[Any, ...]]:
+        """Ledger rows (job_id, run_no, worker, pid, started_at, finished_at) by start."""
+        where = sql.SQL("WHERE job_id = %s") if job_id else sql.SQL("")
+        params = (job_id.to_uuid(),) if job_id else None
+        query = sql.SQL(
+            "SELECT job_id, run_no, worker, pid, started_at, finished_at FROM {} {}"
+            " ORDER BY started_at"
+        ).format(self.ledger, where)
+        return self.rows(query, params)
+
+    def clock(self) -> datetime:
+        value: datetime = self.rows("SELECT clock_timestamp()")[0][0]
+        return value
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def ledger_queue(
+    dsn: str,
+    prefix: str,
+    *,
+    store: PostgresStore | None = None,
+    lease: float = 30.0,
+    worker: str = "inproc",
+    **queue_options: Any,
+) -> tuple[venturi.Queue, ledger.Ledger]:
+    """A migrated queue with the ledger kinds registered, for in-process workers; close
+    both when done (the ledger holds a connection per handler thread)."""
+    queue = venturi.Queue(dsn, prefix=prefix, store=store, **queue_options)
+    queue.migrate()
+    ledger.create(dsn, prefix)
+    book = ledger.Ledger(dsn, prefix, worker)
+    ledger.register(queue, book, lease=lease, max_attempts=25)
+    return queue, book
+
+
+def start_latency(queue: venturi.Queue, watch: Watch, timeout: float = 120) -> float:
+    """Enqueue one ledger job; seconds (database clock) until a handler started it."""
+    enqueued = watch.clock()
+    job_id = queue.enqueue(ledger.WORK_KIND, {})
+
+    def started() -> float | None:
+        rows = watch.executions(job_id)
+        return (rows[0][4] - enqueued).total_seconds() if rows else None
+
+    return wait_for(started, timeout, f"job {job_id} to start")

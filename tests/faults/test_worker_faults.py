@@ -1,0 +1,152 @@
+"""A frozen worker, a handler that holds the GIL past its lease, and graceful shutdown."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+
+import pytest
+from psycopg import sql
+from ulid import ULID
+
+from tests.faults import invariants, ledger
+from tests.faults.fleet import Fleet, WorkerProcess
+from tests.faults.scenario import Watch, prepare
+from tests.support import wait_until
+
+LEASE = 1.0
+REAPER_INTERVAL = 0.25
+
+
+def _executor(watch: Watch, fleet: Fleet, run: int) -> WorkerProcess:
+    """The worker process that started ``run`` of the (only) job, from the ledger."""
+
+    def started() -> str | None:
+        return next((str(row[2]) for row in watch.executions() if row[1] == run), None)
+
+    name = wait_until(started, 60, 0.02, f"run {run} to start")
+    return next(w for w in fleet.workers if w.name == name)
+
+
+def _takeover(
+    dsn: str, prefix: str, make_fleet: Callable[..., Fleet], kind: str, payload: dict[str, object]
+) -> tuple[Fleet, Watch, ULID, WorkerProcess, WorkerProcess]:
+    """Two idle workers and one job: returns the one running it and the other one."""
+    queue = prepare(dsn, prefix)
+    fleet = make_fleet(
+        dsn, prefix, lease=LEASE, reaper_interval=REAPER_INTERVAL, concurrency=1, prefetch=0
+    )
+    first, second = fleet.spawn(), fleet.spawn()
+    job_id = queue.enqueue(kind, payload)
+    queue.close()
+    watch = Watch(dsn, prefix)
+    holder = _executor(watch, fleet, 1)
+    other = second if holder is first else first
+    return fleet, watch, job_id, holder, other
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_frozen_worker_is_fenced_when_it_wakes(
+    database_dsn: str, shared_prefix: str, make_fleet: Callable[..., Fleet]
+) -> None:
+    fleet, watch, job_id, zombie, other = _takeover(
+        database_dsn, shared_prefix, make_fleet, ledger.WORK_KIND, {"first_ms": 30_000}
+    )
+    zombie.signal(signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    wait_until(lambda: watch.count("completed") == 1, 60, 0.05, "the other worker to finish")
+    frozen_for = time.monotonic() - frozen_at
+    zombie.signal(signal.SIGCONT)
+    wait_until(lambda: "fenced: job" in zombie.log(), 60, 0.05, "the zombie to log its fencing")
+    assert zombie.alive, zombie.log()
+    fleet.close()
+    figures = invariants.check(database_dsn, shared_prefix, [job_id])
+    executions = watch.executions()
+    watch.close()
+    fenced = next(line for line in zombie.log().splitlines() if "fenced: job" in line)
+    print(
+        f"\nfrozen worker: SIGSTOP for {frozen_for:.1f}s past a {LEASE}s lease; run 2 by "
+        f"{other.name} completed; zombie {zombie.name} woke and logged:\n  {fenced}\n"
+        f"  {figures.line()}"
+    )
+    assert [(row[1], row[2]) for row in executions] == [(1, zombie.name), (2, other.name)]
+    assert figures.journal == {"recovered": 1, "completed": 1}
+    assert "lost its lease" in zombie.log()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_handler_holding_the_gil_past_its_lease(
+    database_dsn: str, shared_prefix: str, make_fleet: Callable[..., Fleet]
+) -> None:
+    """Documented outcome: the heartbeat cannot run, the lease lapses, another worker
+    reaps and re-runs the job, and the late settlement is fenced; nothing is corrupted."""
+    hold = 5 * LEASE
+    fleet, watch, job_id, holder, other = _takeover(
+        database_dsn, shared_prefix, make_fleet, ledger.GIL_KIND, {"seconds": hold}
+    )
+    wait_until(lambda: watch.count("completed") == 1, 60, 0.05, "the other worker to finish")
+    wait_until(lambda: "fenced: job" in holder.log(), 60, 0.05, "the late settlement's fencing")
+    fleet.close()
+    figures = invariants.check(database_dsn, shared_prefix, [job_id])
+    executions = watch.executions()
+    watch.close()
+    print(
+        f"\nGIL-holding handler: {hold:.0f}s in one C call with a {LEASE}s lease; "
+        f"{figures.line()}; the holder's late completion was fenced"
+    )
+    assert [(row[1], row[2]) for row in executions] == [(1, holder.name), (2, other.name)]
+    assert figures.journal == {"recovered": 1, "completed": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_sigterm_releases_prefetched_and_waits_for_running(
+    database_dsn: str, shared_prefix: str, make_fleet: Callable[..., Fleet]
+) -> None:
+    queue = prepare(database_dsn, shared_prefix)
+    # Two running (one ends within the grace period, one outlasts it), four prefetched
+    # behind them, two more left pending. The lease is long: nothing may wait for it.
+    short = queue.enqueue(ledger.WORK_KIND, {"ms": 1500, "cooperative": False}, priority=9)
+    long = queue.enqueue(ledger.WORK_KIND, {"first_ms": 60_000, "cooperative": False}, priority=9)
+    rest = [queue.enqueue(ledger.WORK_KIND, {"ms": 10}) for _ in range(6)]
+    grace = 3.0
+    fleet = make_fleet(database_dsn, shared_prefix, lease=120, concurrency=2, prefetch=4)
+    watch = Watch(database_dsn, shared_prefix)
+    worker = fleet.spawn(stop_timeout=grace)
+    wait_until(lambda: len(watch.executions()) == 2, 60, 0.02, "two runs to start")
+    wait_until(lambda: watch.count("claimed") == 6, 60, 0.02, "six claims (two running)")
+    signalled = watch.clock()
+    began = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    code = worker.wait_exit(60)
+    exited = time.monotonic() - began
+    journal = sql.Identifier(f"{shared_prefix}_journal")
+    released = watch.rows(
+        sql.SQL(
+            "SELECT job_id, recorded_at - %s FROM {} WHERE outcome = 'released' ORDER BY id"
+        ).format(journal),
+        (signalled,),
+    )
+    claimed_left = watch.count("claimed")
+    assert code == 0, worker.log()
+    assert claimed_left == 0, "a job was left claimed: it would wait for its lease"
+    assert queue.get(short).status == "completed"  # type: ignore[union-attr]
+    released_ids = [row[0] for row in released]
+    assert long.to_uuid() in released_ids and len(released_ids) == 5
+    prefetched_after = max(r[1].total_seconds() for r in released if r[0] != long.to_uuid())
+    long_after = next(r[1].total_seconds() for r in released if r[0] == long.to_uuid())
+    fleet.spawn()
+    wait_until(lambda: watch.unfinished() == 0, 60, 0.05, "the rest to run")
+    fleet.close()
+    queue.close()
+    figures = invariants.check(database_dsn, shared_prefix, [short, long, *rest])
+    watch.close()
+    print(
+        f"\ngraceful shutdown: SIGTERM with 2 running and 4 prefetched; prefetched released "
+        f"within {prefetched_after:.2f}s, the short run completed, the long run released "
+        f"after {long_after:.2f}s (grace {grace}s); exit code {code} after {exited:.2f}s; "
+        f"0 left claimed\n  {figures.line()}"
+    )
