@@ -43,6 +43,11 @@ logger = logging.getLogger("venturi.store")
 DEFAULT_POOL_SIZE: Final = 10
 DEFAULT_CONNECT_TIMEOUT: Final = 5
 DEFAULT_POOL_TIMEOUT: Final = 10.0
+# psycopg_pool retries a failed connection with a doubling, uncapped delay until this
+# many seconds pass, so after a long outage its next attempt could come minutes after
+# the server is back. Giving up sooner lets the next request start a fresh attempt at
+# once: workers resume within seconds of the database, whatever the outage's length.
+RECONNECT_TIMEOUT: Final = 10.0
 _SETTLE_FILES: Final = {
     SettleAction.RETRY: "settle_retry",
     SettleAction.PAUSE: "settle_pause",
@@ -113,6 +118,7 @@ class PostgresStore:
             max_size=size,
             kwargs=kwargs,
             timeout=pool_timeout,
+            reconnect_timeout=RECONNECT_TIMEOUT,
             name=f"venturi-{prefix.name}",
             open=False,
         )
@@ -286,6 +292,7 @@ class PostgresStore:
             max_size=pool_size,
             kwargs={**kwargs, "autocommit": True},
             timeout=self.pool.timeout,
+            reconnect_timeout=RECONNECT_TIMEOUT,
             name=f"venturi-{self.prefix.name}-side",
             open=False,
         )

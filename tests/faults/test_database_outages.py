@@ -1,0 +1,195 @@
+"""The database restarting and going away, on a private server: workers ride it out."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+import pytest
+from psycopg import sql
+from ulid import ULID
+
+import venturi
+from tests.faults import invariants, ledger
+from tests.faults.fleet import Fleet
+from tests.faults.scenario import Watch, prepare, wait_for
+from tests.faults.server import ThrowawayServer
+from tests.support import wait_until
+
+RESTARTS = 3
+# Longer than the issue's 30 s on purpose: psycopg_pool's doubling reconnect delay tries
+# again 31 s into an outage, which would hide a slow resume; at 40 s its next try is 63 s.
+OUTAGE = float(os.environ.get("VENTURI_FAULT_OUTAGE", "40"))
+RESUME_BOUND = 15.0
+POLL_INTERVAL = 60.0  # so a prompt start after the faults proves LISTEN is back
+POOL_TIMEOUT = 3.0
+
+
+class Producer:
+    """Enqueues a job every few milliseconds in a thread, through outages (counting them)."""
+
+    def __init__(self, queue: venturi.Queue) -> None:
+        self.queue = queue
+        self.ids: list[ULID] = []
+        self.refused = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            try:
+                self.ids.append(self.queue.enqueue(ledger.WORK_KIND, {"ms": 5}))
+            except venturi.StoreUnavailable:
+                self.refused += 1
+
+    def stop(self) -> list[ULID]:
+        self._stop.set()
+        self._thread.join(POOL_TIMEOUT * 3)
+        return self.ids
+
+
+def _first_start_after(watch: Watch, moment: datetime) -> float:
+    def started() -> float | None:
+        rows = watch.rows(
+            sql.SQL("SELECT min(started_at) FROM {} WHERE started_at > %s").format(watch.ledger),
+            (moment,),
+        )
+        first: datetime | None = rows[0][0]
+        return None if first is None else (first - moment).total_seconds()
+
+    return wait_for(started, 120, "a job to start after the database came back")
+
+
+def _all_listening(queue: venturi.Queue, watch: Watch, workers: int) -> float:
+    """Seconds until each of ``workers`` idle workers (one job at a time each) started
+    one of as many long jobs enqueued at once: each had to be woken by its own LISTEN."""
+    wait_until(lambda: watch.unfinished() == 0, 120, 0.05, "the backlog to drain")
+    enqueued = watch.clock()
+    job = venturi.NewJob(ledger.WORK_KIND, {"ms": 2000, "cooperative": False})
+    queue.enqueue_many([job] * workers)
+    query = sql.SQL(
+        "SELECT count(DISTINCT worker), max(started_at) FROM {} WHERE started_at > %s"
+    ).format(watch.ledger)
+
+    def started() -> float | None:
+        count, last = watch.rows(query, (enqueued,))[0]
+        return (last - enqueued).total_seconds() if count == workers else None
+
+    return wait_for(started, 120, "every worker to be woken")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_database_restarts_three_times_during_a_run(
+    own_server: ThrowawayServer, own_prefix: str, make_fleet: Callable[..., Fleet]
+) -> None:
+    dsn = own_server.dsn
+    queue = prepare(dsn, own_prefix, pool_timeout=POOL_TIMEOUT)
+    fleet = make_fleet(
+        dsn, own_prefix, lease=5, poll_interval=POLL_INTERVAL, concurrency=1, prefetch=0
+    )
+    workers = [fleet.spawn() for _ in range(3)]
+    watch = Watch(dsn, own_prefix)
+    producer = Producer(queue)
+    first_claims: list[float] = []
+    for number in range(1, RESTARTS + 1):
+        wait_until(lambda n=number: len(watch.executions()) >= 150 * n, 120, 0.05, "progress")  # type: ignore[misc]
+        own_server.restart()
+        first_claims.append(_first_start_after(watch, watch.clock()))
+    ids = producer.stop()
+    after = _all_listening(queue, watch, len(workers))
+    assert all(w.alive for w in workers), fleet.logs()
+    fleet.close()
+    queue.close()
+    figures = invariants.check(dsn, own_prefix, ids, reruns={"recovered", "released"})
+    watch.close()
+    print(
+        f"\ndatabase restart x{RESTARTS} (pg_ctl restart -m fast), 3 worker processes, "
+        f"a producer enqueuing throughout ({len(ids)} enqueued, {producer.refused} refused "
+        f"with StoreUnavailable while down)\n  time to first claim after each restart: "
+        + ", ".join(f"{s:.2f}s" for s in first_claims)
+        + f"\n  3 jobs enqueued at once after the restarts started on all 3 workers within "
+        f"{after:.2f}s (poll interval {POLL_INTERVAL:.0f}s: each was woken by NOTIFY)\n"
+        f"  {figures.line()}"
+    )
+    assert after < POLL_INTERVAL / 2, "the job waited for a poll: LISTEN did not come back"
+
+
+def _lines_between(
+    lines: list[tuple[float, str]], start: float, end: float, logger: str = ""
+) -> int:
+    """Log lines stamped within [start, end], from loggers under ``logger`` if given."""
+    return sum(1 for stamp, line in lines if start <= stamp <= end and f" {logger}" in line)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_database_down_for_a_while(
+    own_server: ThrowawayServer, own_prefix: str, make_fleet: Callable[..., Fleet]
+) -> None:
+    dsn = own_server.dsn
+    queue = prepare(dsn, own_prefix, pool_timeout=POOL_TIMEOUT)
+    fleet = make_fleet(
+        dsn, own_prefix, lease=5, poll_interval=POLL_INTERVAL, pool_timeout=POOL_TIMEOUT
+    )
+    workers = [fleet.spawn() for _ in range(2)]
+    watch = Watch(dsn, own_prefix)
+    ids = [queue.enqueue(ledger.WORK_KIND, {"ms": 5}) for _ in range(20)]
+    wait_until(lambda: watch.unfinished() == 0, 60, 0.05, "the first jobs to run")
+    own_server.stop()
+    down_at = time.time()
+    # The first attempts take pooled connections the server just cut; later ones wait
+    # for the pool, which cannot connect: both end in StoreUnavailable, neither hangs.
+    refusals: list[tuple[float, str]] = []
+    while len(refusals) < 10 and not any("no database connection" in m for _, m in refusals):
+        began = time.monotonic()
+        with pytest.raises(venturi.StoreUnavailable) as refused:
+            queue.enqueue(ledger.WORK_KIND, {})
+        refusals.append((time.monotonic() - began, str(refused.value)))
+    while time.time() < down_at + OUTAGE:
+        assert all(w.alive for w in workers), fleet.logs()
+        threading.Event().wait(1.0)
+    own_server.start()
+    up_at = time.time()
+    job_id = wait_for(lambda: _try_enqueue(queue), 60, "enqueue to work again")
+    wait_until(lambda: watch.unfinished() == 0, 120, 0.05, "the workers to resume")
+    resumed = time.time() - up_at
+    ids.append(job_id)
+    span = up_at - down_at
+    rates = [_lines_between(w.log_lines(), down_at, up_at) / span for w in workers]
+    own_rates = [_lines_between(w.log_lines(), down_at, up_at, "venturi.") / span for w in workers]
+    assert all(w.alive for w in workers), fleet.logs()
+    fleet.close()
+    logs = fleet.logs()
+    queue.close()
+    figures = invariants.check(dsn, own_prefix, ids)
+    watch.close()
+    print(
+        f"\ndatabase down {up_at - down_at:.0f}s: enqueue raised StoreUnavailable after "
+        + ", ".join(f"{s:.2f}s" for s, _ in refusals)
+        + f" (pool timeout {POOL_TIMEOUT}s), last: {refusals[-1][1]}\n"
+        "  worker log lines per second while down: "
+        + ", ".join(f"{r:.2f}" for r in rates)
+        + " (venturi's own: "
+        + ", ".join(f"{r:.2f}" for r in own_rates)
+        + ", the rest psycopg_pool's connection attempts)"
+        + f"; both workers alive; a job "
+        f"enqueued after the restart started {resumed:.2f}s after the server was up\n"
+        f"  {figures.line()}"
+    )
+    assert max(s for s, _ in refusals) < POOL_TIMEOUT + 10, "enqueue hung instead of failing"
+    assert "no database connection" in refusals[-1][1], refusals
+    assert max(own_rates) <= 1.0, f"workers flood the log while the database is down:\n{logs}"
+    assert max(rates) <= 2.0, f"the pool floods the log while the database is down:\n{logs}"
+    assert resumed < RESUME_BOUND, f"workers took {resumed:.1f}s to resume:\n{logs}"
+
+
+def _try_enqueue(queue: venturi.Queue) -> ULID | None:
+    try:
+        return queue.enqueue(ledger.WORK_KIND, {})
+    except venturi.StoreUnavailable:
+        return None
