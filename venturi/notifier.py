@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import psycopg
+from psycopg import pq
 
 from venturi import sqlfiles
 from venturi.prefix import Prefix
@@ -21,6 +22,10 @@ logger = logging.getLogger("venturi.notifier")
 # round trip; a silently dropped connection is then noticed within this time plus the
 # TCP keepalive window below.
 PING_INTERVAL = 15.0
+# How long the ping may wait for its answer. A connection that a middlebox silently
+# stopped forwarding never answers, and its kernel still ACKs (so neither keepalives nor
+# tcp_user_timeout fire): without a deadline the ping, and the dispatcher, would hang.
+PING_TIMEOUT = 5.0
 RECONNECT_BACKOFF_CAP = 5.0
 _KEEPALIVES: dict[str, Any] = {
     "keepalives": 1,
@@ -98,9 +103,9 @@ class PostgresNotifier:
         if self._collect(conn):
             return True
         if time.monotonic() - self._last_activity > PING_INTERVAL:
-            conn.execute("SELECT 1")
+            notified = _ping(conn, PING_TIMEOUT)
             self._last_activity = time.monotonic()
-            if self._collect(conn):
+            if notified or self._collect(conn):
                 return True
         ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], timeout)
         if self._wake_r in ready:
@@ -183,6 +188,42 @@ class PostgresNotifier:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _ping(conn: psycopg.Connection[Any], timeout: float) -> bool:
+    """Round-trip ``SELECT 1`` within ``timeout`` seconds; True if notifications came too.
+
+    Drives libpq directly, since ``execute`` has no deadline. Raises
+    `psycopg.OperationalError` when the answer does not come in time.
+    """
+    pgconn = conn.pgconn
+    deadline = time.monotonic() + timeout
+    pgconn.send_query(b"SELECT 1")
+    while pgconn.flush():  # non-blocking: 1 while part of the query is still unsent
+        _wait_for(conn, deadline, timeout, write=True)
+    pgconn.consume_input()
+    while pgconn.is_busy():
+        _wait_for(conn, deadline, timeout, write=False)
+        pgconn.consume_input()
+    while (result := pgconn.get_result()) is not None:
+        if result.status != pq.ExecStatus.TUPLES_OK:
+            message = result.error_message.decode(errors="replace").strip()
+            raise psycopg.OperationalError(f"listener ping failed: {message}")
+    notified = False
+    while pgconn.notifies() is not None:
+        notified = True
+    return notified
+
+
+def _wait_for(
+    conn: psycopg.Connection[Any], deadline: float, timeout: float, *, write: bool
+) -> None:
+    """Wait until the socket can be written (or read); raise once ``deadline`` passed."""
+    fds = [conn.fileno()]
+    left = max(0.0, deadline - time.monotonic())
+    readable, writable, _ = select.select([] if write else fds, fds if write else [], [], left)
+    if not readable and not writable:
+        raise psycopg.OperationalError(f"no answer to the listener's ping within {timeout:g}s")
 
 
 def _first_line(exc: BaseException) -> str:
