@@ -23,8 +23,11 @@ class Exponential:
     jitter: float = 0.1
 
     def __attrs_post_init__(self) -> None:
-        if self.base < 0 or self.cap < 0:
-            raise ConfigurationError("exponential backoff needs base >= 0 and cap >= 0")
+        if not (self.base >= 0 and self.cap >= 0):
+            raise ConfigurationError(
+                f"exponential backoff needs base >= 0 and cap >= 0, got base={self.base}, "
+                f"cap={self.cap}"
+            )
         if not 0 <= self.jitter <= 1:
             raise ConfigurationError(f"jitter must be within [0, 1], got {self.jitter}")
 
@@ -41,6 +44,10 @@ class Constant:
     """The same delay after every failure."""
 
     delay: float
+
+    def __attrs_post_init__(self) -> None:
+        if not self.delay >= 0:
+            raise ConfigurationError(f"constant backoff delay must be >= 0, got {self.delay}")
 
     def __call__(self, failures: int) -> float:
         return self.delay
