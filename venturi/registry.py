@@ -74,6 +74,16 @@ class JobDefinition:
                     "must take the JobContext positionally"
                 )
             signature = signature.replace(parameters=params[1:])
+        unfillable = [
+            p.name
+            for p in signature.parameters.values()
+            if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.default is inspect.Parameter.empty
+        ]
+        if unfillable:
+            raise ConfigurationError(
+                f"handler of {self.kind!r} has required positional-only parameters "
+                f"({', '.join(unfillable)}); payload keys arrive as keyword arguments"
+            )
         object.__setattr__(self, "signature", signature)
 
     def check_payload(self, payload: Mapping[str, Any]) -> None:
@@ -82,9 +92,36 @@ class JobDefinition:
             self.signature.bind(**payload)
         except TypeError as exc:
             name = getattr(self.func, "__qualname__", repr(self.func))
+            problems = "; ".join(_payload_problems(self.signature, payload)) or str(exc)
             raise InvalidJob(
-                f"payload for {self.kind!r} does not fit {name}{self.signature}: {exc}"
+                f"payload for {self.kind!r} does not fit {name}{self.signature}: {problems}"
             ) from None
+
+
+def _payload_problems(signature: inspect.Signature, payload: Mapping[str, Any]) -> list[str]:
+    """Every key the handler cannot take and every required argument left out."""
+    params = signature.parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    unexpected = [
+        key
+        for key in payload
+        if (key in params and params[key].kind not in keyword_kinds)
+        or (key not in params and not takes_any)
+    ]
+    missing = [
+        p.name
+        for p in params.values()
+        if p.kind in keyword_kinds
+        and p.default is inspect.Parameter.empty
+        and p.name not in payload
+    ]
+    problems = []
+    if unexpected:
+        problems.append(f"unexpected keys {', '.join(map(repr, unexpected))}")
+    if missing:
+        problems.append(f"missing required keys {', '.join(map(repr, missing))}")
+    return problems
 
 
 class JobFunction(Generic[P, R]):
