@@ -60,20 +60,26 @@ def _run_handler(definition: JobDefinition, ctx: JobContext) -> Settlement:
     except Fail as exc:
         return Settlement.dead(note=_note(ctx, exc.note))
     except Exception as exc:
-        logger.warning(
-            "job %s (%s) attempt %d raised %s: %s",
-            job.id,
-            job.kind,
-            job.run_count,
-            type(exc).__name__,
-            exc,
-            extra=job_extra(job),
-        )
-        text = "".join(traceback.format_exception(exc))
-        return Settlement.retry(_backoff(definition, job), note=_note(ctx, text))
+        return failed(definition, ctx, exc)
     finally:
         deactivate(token)
     return _completed(ctx, result)
+
+
+def failed(definition: JobDefinition, ctx: JobContext, exc: BaseException) -> Settlement:
+    """A retry (dead past max_attempts) noting the exception's type, message, traceback."""
+    job = ctx.job
+    logger.warning(
+        "job %s (%s) attempt %d raised %s: %s",
+        job.id,
+        job.kind,
+        job.run_count,
+        type(exc).__name__,
+        exc,
+        extra=job_extra(job),
+    )
+    text = "".join(traceback.format_exception(exc))
+    return Settlement.retry(_backoff(definition, job), note=_note(ctx, text))
 
 
 def _backoff(definition: JobDefinition, job: JobRecord) -> float:

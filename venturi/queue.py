@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
@@ -42,6 +43,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_PREFIX = "venturi"
+DRAIN_RECHECK = 0.05
 
 
 class Queue:
@@ -326,31 +328,48 @@ class Queue:
     def drain(self, kinds: Sequence[str] | None = None, *, wait_for: Duration = 0) -> int:
         """Run every due job inline in this thread until none is left; returns runs.
 
-        Retries and pauses that come due while draining run too; with ``wait_for`` it
-        also waits for jobs due within that many seconds. For tests and scripts.
+        Retries and pauses that come due while draining run too. With ``wait_for`` it
+        also waits, until that many seconds after the call, for jobs that come due by
+        then (a retry's backoff, a short delay). Leases are renewed by
+        ``ctx.extend_lease()`` only: there is no heartbeat. For tests and scripts.
         """
         self._check_process()
         wanted = list(kinds) if kinds is not None else list(self.definitions)
-        leases = {k: self.definitions[k].lease for k in wanted if k in self.definitions}
-        horizon = to_seconds(wait_for, "wait_for")
+        unknown = [k for k in wanted if k not in self.definitions]
+        if unknown:
+            raise ConfigurationError(f"no handler registered for kinds: {', '.join(unknown)}")
+        leases = {k: self.definitions[k].lease for k in wanted}
+        deadline = time.monotonic() + to_seconds(wait_for, "wait_for")
         name = f"drain:{default_name()}"
+        pause = threading.Event()
         runs = 0
-        while True:
+        while leases:
             jobs = self.store.claim(name, leases, 1)
-            if not jobs:
-                until = self.store.seconds_until_visible(list(leases))
-                if until is None or until > horizon:
-                    return runs
-                threading.Event().wait(until)
+            if jobs:
+                self._run_claimed(jobs[0], leases[jobs[0].kind])
+                runs += 1
                 continue
-            job = jobs[0]
-            settlement = execute(self.definitions[job.kind], JobContext(job))
-            self.store.settle(Claim.of(job), settlement)
-            runs += 1
+            left = deadline - time.monotonic()
+            until = self.store.seconds_until_visible(list(leases))
+            if until is None or until > left or left <= 0:
+                return runs
+            # A due job we could not claim is locked by someone else: look again shortly.
+            pause.wait(max(until, DRAIN_RECHECK))
+        return runs
 
-    def run_inline(self, job: JobRecord) -> Settlement:
-        """Run a claimed job's handler here and return its (unapplied) settlement."""
-        return execute(self.definitions[job.kind], JobContext(job))
+    def _run_claimed(self, job: JobRecord, lease: float) -> None:
+        claim = Claim.of(job)
+
+        def extend() -> bool:
+            return job.id in self.store.extend_lease([(claim, lease)])
+
+        try:
+            settlement = execute(self.definitions[job.kind], JobContext(job, extend=extend))
+        except BaseException:
+            # KeyboardInterrupt or SystemExit from the handler: hand the job back untouched.
+            self.store.settle(claim, Settlement.release("drain interrupted"))
+            raise
+        self.store.settle(claim, settlement)
 
     def close(self) -> None:
         """Close the connection pool if this queue opened it."""
