@@ -34,7 +34,7 @@ class Heartbeat:
         for held in self.held.snapshot():
             if held.lost or held.lapsing:
                 continue
-            if held.deadline is not None and now >= held.deadline:
+            if held.deadline is not None and now >= held.deadline and not held.ended:
                 held.lapsing = True
                 held.ctx.stopping.set()
                 logger.warning(
@@ -51,7 +51,9 @@ class Heartbeat:
         kept = self.store.extend_lease([(h.claim, h.definition.lease) for h in renewing])
         lost = 0
         for held in renewing:
-            if held.job.id not in kept and self.held.get(held.job.id) is held:
+            # A run whose handler returned may have settled between our snapshot and the
+            # renewal: that is no loss. If it was one, its settlement is fenced and logged.
+            if held.job.id not in kept and not held.ended and self.held.get(held.job.id) is held:
                 lost += 1
                 self.mark_lost(held)
         return len(renewing) - lost, lost

@@ -13,17 +13,24 @@ class Periodic:
     """Runs ``step`` every ``interval`` seconds in a daemon thread.
 
     The loop only times, stops and logs: a failing step is logged (an outage briefly,
-    anything else with its traceback) and retried with capped backoff; the thread never
-    dies silently. `stop` interrupts the wait at once.
+    anything else with its traceback) and retried with backoff capped at
+    ``backoff_cap``; the thread never dies silently. `stop` interrupts the wait at once.
     """
 
     def __init__(
-        self, name: str, step: Callable[[], object], interval: float, logger: logging.Logger
+        self,
+        name: str,
+        step: Callable[[], object],
+        interval: float,
+        logger: logging.Logger,
+        *,
+        backoff_cap: float = 30.0,
     ) -> None:
         self.name = name
         self.step = step
         self.interval = interval
         self.logger = logger
+        self.backoff_cap = backoff_cap
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
@@ -46,7 +53,7 @@ class Periodic:
     def _delay(self, failures: int) -> float:
         if not failures:
             return self.interval
-        return min(max(self.interval, 1.0) * 2.0 ** min(failures - 1, 5), 30.0)
+        return min(max(self.interval, 1.0) * 2.0 ** min(failures - 1, 5), self.backoff_cap)
 
     def stop(self, timeout: float | None = 5.0) -> None:
         self._stop.set()

@@ -23,12 +23,18 @@ class HeldJob:
     claimed_at: float = attrs.field(factory=time.monotonic)
     started_at: float | None = None
     deadline: float | None = None
+    ended: bool = False  # the handler returned; its settlement is on its way
     lapsing: bool = False  # timed out: the heartbeat no longer renews the lease
     lost: bool = False  # the lease is gone: cancelled, taken over or lapsed
 
     @property
     def claim(self) -> Claim:
         return Claim.of(self.job)
+
+    @property
+    def running(self) -> bool:
+        """The handler started and has not returned."""
+        return self.started_at is not None and not self.ended
 
 
 class HeldJobs:
@@ -64,3 +70,7 @@ class HeldJobs:
             held.started_at = time.monotonic()
             if held.definition.timeout is not None:
                 held.deadline = held.started_at + held.definition.timeout
+
+    def mark_ended(self, held: HeldJob) -> None:
+        with self._lock:
+            held.ended = True

@@ -17,21 +17,21 @@ from typing import Any, Final
 
 from venturi.completer import Completer
 from venturi.context import JobContext
+from venturi.dispatcher import Dispatcher
 from venturi.errors import ConfigurationError, ForkedError, StoreUnavailable
 from venturi.events import WorkerEvents
-from venturi.execution import execute, job_extra
+from venturi.execution import execute, failed
 from venturi.heartbeat import Heartbeat
 from venturi.looping import Periodic
 from venturi.models import SMALLINT_MAX, SMALLINT_MIN, JobRecord, SettleAction, Settlement
 from venturi.reaper import Reaper
 from venturi.registry import JobDefinition
 from venturi.running import HeldJob, HeldJobs
+from venturi.settling import Settler
 from venturi.store import Notifier, Store
 
 logger = logging.getLogger("venturi.worker")
 
-PROBE_TIMEOUT: Final = 2.0
-MIN_IDLE_WAIT: Final = 0.05
 _SENTINEL: Final = None
 
 
@@ -53,6 +53,11 @@ class Worker:
     ``stopping`` on running ones and waits up to ``timeout`` for them, then releases the
     rest. `run` does both around a blocking wait and stops on SIGINT/SIGTERM (a second
     signal releases running jobs at once). Usable as a context manager.
+
+    Tuning (keywords of `Queue.worker`): ``prefetch`` jobs claimed beyond the busy
+    handler threads (default ``min(concurrency, 8)``), ``heartbeat_interval`` (default a
+    third of the shortest lease, and never more), ``reaper_interval`` (seconds between
+    scans for expired leases), ``completion_batch`` (completions per statement).
     """
 
     def __init__(
@@ -76,15 +81,19 @@ class Worker:
             raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
         if priority_floor is not None and not SMALLINT_MIN <= priority_floor <= SMALLINT_MAX:
             raise ConfigurationError(f"priority_floor {priority_floor} is outside smallint range")
-        if poll_interval <= 0 or reaper_interval <= 0:
+        if not poll_interval > 0 or not reaper_interval > 0:
             raise ConfigurationError("poll_interval and reaper_interval must be positive")
+        if heartbeat_interval is not None and not heartbeat_interval > 0:
+            raise ConfigurationError(
+                f"heartbeat_interval must be positive, got {heartbeat_interval}"
+            )
+        self.prefetch = min(concurrency, 8) if prefetch is None else prefetch
+        if self.prefetch < 0:
+            raise ConfigurationError(f"prefetch must be >= 0, got {prefetch}")
         self.store = store
         self.definitions = definitions
         self.requested_kinds = None if kinds is None else list(kinds)
         self.concurrency = concurrency
-        self.prefetch = min(concurrency, 8) if prefetch is None else prefetch
-        if self.prefetch < 0:
-            raise ConfigurationError(f"prefetch must be >= 0, got {prefetch}")
         self.priority_floor = priority_floor
         self.name = name or default_name()
         self.poll_interval = float(poll_interval)
@@ -93,24 +102,37 @@ class Worker:
         self.events = events or WorkerEvents()
         self.owner_pid = os.getpid() if owner_pid is None else owner_pid
         self.held = HeldJobs()
-        self.listening = False
+        # Called once when the worker has stopped (e.g. to close its metrics server).
+        self.stop_hooks: list[Callable[[], None]] = []
         self._completion_batch = completion_batch
         self._state = _State.NEW
         self._lock = threading.Lock()
-        self._busy = 0  # claimed and not yet finished running (queued or running)
         self._stopping = threading.Event()
         self._force = threading.Event()
-        self._slot_freed = threading.Event()
         self._ready: queue.SimpleQueue[HeldJob | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._leases: dict[str, float] = {}
+        self._dispatcher: Dispatcher | None = None
+        self._dispatcher_thread: threading.Thread | None = None
+        self._heartbeat: Heartbeat | None = None
+        self._periodics: list[Periodic] = []
         self._side_store: Store | None = None
-        self._notifier: Notifier | None = None
-        self._heartbeat: Periodic | None = None
-        self._reaper: Periodic | None = None
         self._completer: Completer | None = None
-        # Called once when the worker has stopped (e.g. to close its metrics server).
-        self.stop_hooks: list[Callable[[], None]] = []
+        self._settler = Settler(store, self.held, self.events, self._force)
+
+    @property
+    def capacity(self) -> int:
+        """Jobs this worker may hold claimed and unfinished: running plus prefetched."""
+        return self.concurrency + self.prefetch
+
+    @property
+    def listening(self) -> bool:
+        """True once the listener's self-probe NOTIFY came back (False: polling)."""
+        return self._dispatcher is not None and self._dispatcher.listening
+
+    @property
+    def notifier(self) -> Notifier | None:
+        """The dedicated LISTEN connection's owner, once started (for diagnostics)."""
+        return None if self._dispatcher is None else self._dispatcher.notifier
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -123,10 +145,11 @@ class Worker:
             raise ConfigurationError("the worker has no kinds to run: register a job first")
         return {k: self.definitions[k].lease for k in kinds}
 
-    def _heartbeat_every(self) -> float:
-        shortest = min(self._leases.values())
+    def _heartbeat_every(self, leases: dict[str, float]) -> float:
+        """At most a third of the shortest lease, so two beats can miss before it lapses."""
+        shortest = min(leases.values())
         if self.heartbeat_interval is None:
-            return max(0.05, shortest / 3)
+            return shortest / 3
         if self.heartbeat_interval > shortest / 3:
             raise ConfigurationError(
                 f"heartbeat_interval {self.heartbeat_interval}s must be at most a third of "
@@ -135,7 +158,11 @@ class Worker:
         return self.heartbeat_interval
 
     def start(self) -> Worker:
-        """Start the worker's threads and return at once."""
+        """Start the worker's threads and return at once.
+
+        Raises `ForkedError` in a child of the process that made the queue, and
+        `ConfigurationError` for kinds without a handler or a too-long heartbeat.
+        """
         if os.getpid() != self.owner_pid:
             raise ForkedError(
                 "this worker's queue was created before os.fork(); create the Queue and "
@@ -144,50 +171,81 @@ class Worker:
         with self._lock:
             if self._state is not _State.NEW:
                 raise ConfigurationError(f"worker already {self._state.value}; make a new one")
-            self._leases = self._resolve_kinds()
-            heartbeat_every = self._heartbeat_every()
+            leases = self._resolve_kinds()
+            heartbeat_every = self._heartbeat_every(leases)
             self._state = _State.RUNNING
         try:
             self.store.check_schema()
         except StoreUnavailable as exc:
             logger.warning("database unavailable at start (%s); will keep retrying", exc)
-        self._side_store = self.store.sibling(pool_size=1)
-        heartbeat = Heartbeat(self._side_store, self.held, self.events)
-        self._heartbeat_step = heartbeat
-        self._heartbeat = Periodic("venturi-heartbeat", heartbeat.run_once, heartbeat_every, logger)
-        reaper = Reaper(self._side_store, self.definitions, self.events)
-        self._reaper = Periodic(
-            "venturi-reaper",
-            reaper.run_once,
-            self.reaper_interval,
-            logging.getLogger("venturi.reaper"),
-        )
-        self._completer = Completer(self.store, self._after_settle, self._completion_batch)
-        self._notifier = self.store.notifier()
-        self._threads = [
-            threading.Thread(target=self._handle_loop, name=f"venturi-handler-{i}", daemon=True)
-            for i in range(self.concurrency)
-        ]
-        dispatcher = threading.Thread(
-            target=self._dispatch_loop, name="venturi-dispatcher", daemon=True
-        )
-        self._dispatcher = dispatcher
+        self._build(leases, heartbeat_every)
+        assert self._completer is not None and self._dispatcher_thread is not None
         self._completer.start()
-        self._heartbeat.start()
-        self._reaper.start()
+        for periodic in self._periodics:
+            periodic.start()
         for thread in self._threads:
             thread.start()
-        dispatcher.start()
+        self._dispatcher_thread.start()
         logger.info(
             "worker %s started: kinds %s, concurrency %d",
             self.name,
-            ", ".join(self._leases),
+            ", ".join(leases),
             self.concurrency,
         )
         return self
 
+    def _build(self, leases: dict[str, float], heartbeat_every: float) -> None:
+        # Heartbeat and reaper get a connection of their own: handlers that keep the main
+        # pool busy must never make a beat late. Both run one short statement at a time.
+        self._settler.events = self.events  # ``events`` may be replaced until start
+        self._side_store = self.store.sibling(pool_size=1)
+        self._heartbeat = Heartbeat(self._side_store, self.held, self.events)
+        reaper = Reaper(self._side_store, self.definitions, self.events)
+        self._periodics = [
+            # After a failed beat, try again within one interval: leases will not wait.
+            Periodic(
+                "venturi-heartbeat",
+                self._heartbeat.run_once,
+                heartbeat_every,
+                logger,
+                backoff_cap=heartbeat_every,
+            ),
+            Periodic(
+                "venturi-reaper",
+                reaper.run_once,
+                self.reaper_interval,
+                logging.getLogger("venturi.reaper"),
+            ),
+        ]
+        self._completer = Completer(self.store, self._settler.settled, self._completion_batch)
+        self._dispatcher = Dispatcher(
+            self.store,
+            self.store.notifier(),
+            name=self.name,
+            leases=leases,
+            capacity=self.capacity,
+            priority_floor=self.priority_floor,
+            poll_interval=self.poll_interval,
+            hold=self._hold,
+            ready=self._ready,
+            stopping=self._stopping,
+        )
+        self._threads = [
+            threading.Thread(target=self._handle_loop, name=f"venturi-handler-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        self._dispatcher_thread = threading.Thread(
+            target=self._dispatcher.run, name="venturi-dispatcher", daemon=True
+        )
+
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop gracefully; idempotent and safe before `start`."""
+        """Stop gracefully; idempotent, and safe before `start` and from any thread.
+
+        Stops claiming, hands prefetched jobs back (journal ``released``), sets
+        ``stopping`` on running jobs and waits up to ``timeout`` seconds for them; runs
+        still going then are released (their late settlement will be fenced out).
+        Completions already made are flushed before it returns.
+        """
         with self._lock:
             if self._state is _State.NEW:
                 self._state = _State.STOPPED
@@ -198,27 +256,19 @@ class Worker:
             self._state = _State.STOPPING
         deadline = time.monotonic() + timeout
         self._stopping.set()
-        self._slot_freed.set()
-        if self._notifier is not None:
-            self._notifier.wake()
-        self._dispatcher.join(max(0.0, deadline - time.monotonic()))
+        assert self._dispatcher is not None and self._dispatcher_thread is not None
+        self._dispatcher.wake()
+        self._dispatcher_thread.join(max(0.0, deadline - time.monotonic()))
         released = self._release_queued()
         for held in self.held.snapshot():
             held.ctx.stopping.set()
         for _ in self._threads:
             self._ready.put(_SENTINEL)
         self._join_handlers(deadline)
-        late = [h for h in self.held.snapshot() if h.started_at is not None and not h.lost]
-        still_running = [h for h in late if self._running(h)]
+        still_running = [h for h in self.held.snapshot() if h.running and not h.lost]
         for held in still_running:
-            self._settle_now(held, Settlement.release("worker stopped before the run ended"))
-        assert self._completer is not None
-        self._completer.stop(max(1.0, deadline - time.monotonic()))
-        for periodic in (self._heartbeat, self._reaper):
-            if periodic is not None:
-                periodic.stop()
-        if self._side_store is not None:
-            self._side_store.close()
+            self._settler.settle(held, Settlement.release("worker stopped before the run ended"))
+        self._shut_down_helpers(deadline)
         with self._lock:
             self._state = _State.STOPPED
         self._run_stop_hooks()
@@ -229,6 +279,15 @@ class Worker:
             len(still_running),
         )
 
+    def _shut_down_helpers(self, deadline: float) -> None:
+        assert self._completer is not None
+        # Flush completions before the heartbeat stops, so their leases hold meanwhile.
+        self._completer.stop(max(1.0, deadline - time.monotonic()))
+        for periodic in self._periodics:
+            periodic.stop()
+        if self._side_store is not None:
+            self._side_store.close()
+
     def _run_stop_hooks(self) -> None:
         hooks, self.stop_hooks = self.stop_hooks, []
         for hook in hooks:
@@ -236,9 +295,6 @@ class Worker:
                 hook()
             except Exception:
                 logger.exception("stop hook %r of worker %s failed", hook, self.name)
-
-    def _running(self, held: HeldJob) -> bool:
-        return self.held.get(held.job.id) is held
 
     def _join_handlers(self, deadline: float) -> None:
         for thread in self._threads:
@@ -257,12 +313,21 @@ class Worker:
                 return released
             if held is None:
                 continue
-            self._finished_running()
-            self._settle_now(held, Settlement.release("worker stopping; never started"))
+            self._release_unstarted(held)
             released += 1
 
+    def _release_unstarted(self, held: HeldJob) -> None:
+        assert self._dispatcher is not None
+        self._dispatcher.slot_freed()
+        self._settler.settle(held, Settlement.release("worker stopping; never started"))
+
     def run(self, timeout: float = 30.0) -> None:
-        """Run in the foreground until SIGINT or SIGTERM, then stop gracefully."""
+        """Run in the foreground until SIGINT or SIGTERM, then stop gracefully.
+
+        A second signal releases running jobs at once instead of waiting ``timeout``.
+        Signal handlers are installed only in the main thread (elsewhere, call `stop`
+        from another thread) and restored on return.
+        """
         requested = threading.Event()
 
         def on_signal(signum: int, frame: types.FrameType | None) -> None:
@@ -293,170 +358,42 @@ class Worker:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # -- dispatcher -------------------------------------------------------------------
-
-    @property
-    def capacity(self) -> int:
-        return self.concurrency + self.prefetch
-
-    def _dispatch_loop(self) -> None:
-        notifier = self._notifier
-        assert notifier is not None
-        try:
-            self._probe(notifier)
-            failures = 0
-            while not self._stopping.is_set():
-                try:
-                    asked, got = self._claim_pass()
-                    failures = 0
-                except StoreUnavailable as exc:
-                    failures += 1
-                    logger.warning("claim failed: %s; retrying", exc)
-                    self._stopping.wait(min(0.25 * 2**failures, 5.0))
-                    continue
-                except Exception:
-                    failures += 1
-                    logger.exception("claim pass failed; retrying")
-                    self._stopping.wait(min(0.25 * 2**failures, 5.0))
-                    continue
-                if asked == 0:
-                    self._slot_freed.wait(self.poll_interval)
-                    self._slot_freed.clear()
-                elif got < asked:
-                    notifier.wait(self._idle_timeout())
-        finally:
-            notifier.close()
-
-    def _probe(self, notifier: Notifier) -> None:
-        """Prove LISTEN/NOTIFY round-trips; otherwise say once that we poll."""
-        try:
-            notifier.connect()
-            self.store.notify(f"probe:{self.name}")
-        except Exception as exc:
-            logger.warning("listener not ready at start (%s); it will reconnect", exc)
-            return
-        deadline = time.monotonic() + PROBE_TIMEOUT
-        while time.monotonic() < deadline and not self._stopping.is_set():
-            if notifier.wait(deadline - time.monotonic()):
-                self.listening = True
-                return
-        logger.warning(
-            "no NOTIFY arrived within %ss of a self-probe (a transaction-pooling proxy?); "
-            "falling back to polling every %ss",
-            PROBE_TIMEOUT,
-            self.poll_interval,
-        )
-
-    def _claim_pass(self) -> tuple[int, int]:
-        with self._lock:
-            free = self.capacity - self._busy
-            if free <= 0 or self._stopping.is_set():
-                return 0, 0
-            self._busy += free  # reserve; returned below for what the claim did not fill
-        try:
-            jobs = self.store.claim(self.name, self._leases, free, self.priority_floor)
-        except BaseException:
-            self._unreserve(free)
-            raise
-        self._unreserve(free - len(jobs))
-        for job in jobs:
-            held = self._hold(job)
-            self._ready.put(held)
-        return free, len(jobs)
-
-    def _unreserve(self, count: int) -> None:
-        if count:
-            with self._lock:
-                self._busy -= count
+    # -- handlers ---------------------------------------------------------------------
 
     def _hold(self, job: JobRecord) -> HeldJob:
-        definition = self.definitions[job.kind]
-        ctx = JobContext(job)
-        held = HeldJob(job, definition, ctx)
-        ctx._extend = lambda: self._heartbeat_step.extend_one(held)
+        def extend() -> bool:
+            assert self._heartbeat is not None
+            return self._heartbeat.extend_one(held)
+
+        held = HeldJob(job, self.definitions[job.kind], JobContext(job, extend=extend))
         self.held.add(held)
         return held
 
-    def _idle_timeout(self) -> float:
-        try:
-            seconds = self.store.seconds_until_visible(list(self._leases), self.priority_floor)
-        except StoreUnavailable:
-            return min(self.poll_interval, 1.0)
-        if seconds is None:
-            return self.poll_interval
-        # A due job we could not claim is locked by another transaction (a peer's claim in
-        # flight, or a caller's open transaction); waiting a moment instead of zero keeps
-        # the dispatcher from spinning until that lock goes. New work still wakes us by NOTIFY.
-        return min(self.poll_interval, max(MIN_IDLE_WAIT, seconds))
-
-    # -- handlers ---------------------------------------------------------------------
-
-    def _finished_running(self) -> None:
-        with self._lock:
-            self._busy -= 1
-        self._slot_freed.set()
-
     def _handle_loop(self) -> None:
+        assert self._dispatcher is not None
         while True:
             held = self._ready.get()
             if held is None:
                 return
             if self._stopping.is_set():
-                self._finished_running()
-                self._settle_now(held, Settlement.release("worker stopping; never started"))
+                self._release_unstarted(held)
                 continue
             self.held.mark_started(held)
             job = held.job
-            waited = max(0.0, time.time() - job.visible_at.timestamp())
-            self.events.job_started(job, waited)
+            self.events.job_started(job, max(0.0, time.time() - job.visible_at.timestamp()))
             try:
                 settlement = execute(held.definition, held.ctx)
-            except BaseException:
-                self._finished_running()
-                self._settle_now(held, Settlement.release("handler thread interrupted"))
-                raise
-            self._finished_running()
+            except BaseException as exc:
+                # SystemExit from a handler (sys.exit) would end this thread for good and
+                # shrink the pool; it is the handler's failure like any exception.
+                settlement = failed(held.definition, held.ctx, exc)
+            self.held.mark_ended(held)
+            self._dispatcher.slot_freed()
             if settlement.action is SettleAction.COMPLETE and self._completer_accepts():
                 assert self._completer is not None
                 self._completer.submit(held, settlement)
             else:
-                self._settle_now(held, settlement)
+                self._settler.settle(held, settlement)
 
     def _completer_accepts(self) -> bool:
         return self._completer is not None and self._completer.running
-
-    def _settle_now(self, held: HeldJob, settlement: Settlement) -> None:
-        failures = 0
-        while True:
-            try:
-                applied = self.store.settle(held.claim, settlement)
-                break
-            except StoreUnavailable as exc:
-                failures += 1
-                if self._force.is_set() or held.lost or failures > 50:
-                    logger.error(
-                        "could not settle job %s (%s): %s; its lease will lapse",
-                        held.job.id,
-                        held.job.kind,
-                        exc,
-                        extra=job_extra(held.job),
-                    )
-                    self.held.remove(held)
-                    return
-                self._force.wait(min(0.1 * 2**failures, 5.0))
-        self._after_settle(held, settlement, applied)
-
-    def _after_settle(self, held: HeldJob, settlement: Settlement, applied: bool) -> None:
-        self.held.remove(held)
-        started = held.started_at if held.started_at is not None else time.monotonic()
-        self.events.job_settled(held.job, settlement, applied, time.monotonic() - started)
-        if not applied:
-            logger.warning(
-                "fenced: job %s (%s) run %d tried to settle as %s after losing its claim; "
-                "nothing changed",
-                held.job.id,
-                held.job.kind,
-                held.job.run_count,
-                settlement.action.value,
-                extra=job_extra(held.job),
-            )

@@ -1,0 +1,153 @@
+"""The dispatcher: claims jobs into a worker's free slots and sleeps on the listener."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+from venturi.errors import StoreUnavailable
+from venturi.models import JobRecord
+from venturi.running import HeldJob
+from venturi.store import Notifier, Store
+
+logger = logging.getLogger("venturi.worker")
+
+PROBE_TIMEOUT: Final = 2.0
+# A due job we could not claim is locked by another transaction (a peer's claim in
+# flight, or a caller's open transaction); waiting a moment instead of zero keeps the
+# dispatcher from spinning until that lock goes. New work still wakes it by NOTIFY.
+MIN_IDLE_WAIT: Final = 0.05
+CLAIM_BACKOFF_CAP: Final = 5.0
+
+
+class Dispatcher:
+    """Claims up to the free slots in one statement and queues the jobs for handlers.
+
+    Slots: ``capacity`` jobs may be claimed and not yet finished running (running, or
+    prefetched and waiting for a handler thread). With no slot free it waits for one;
+    with slots free and nothing claimable it blocks on the notifier until a NOTIFY, the
+    next job's visibility time or ``poll_interval``, whichever comes first. A notifier
+    that reconnected returns at once, so a claim pass follows every reconnect.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        notifier: Notifier,
+        *,
+        name: str,
+        leases: dict[str, float],
+        capacity: int,
+        priority_floor: int | None,
+        poll_interval: float,
+        hold: Callable[[JobRecord], HeldJob],
+        ready: queue.SimpleQueue[HeldJob | None],
+        stopping: threading.Event,
+    ) -> None:
+        self.store = store
+        self.notifier = notifier
+        self.name = name
+        self.leases = leases
+        self.capacity = capacity
+        self.priority_floor = priority_floor
+        self.poll_interval = poll_interval
+        self.listening = False
+        self._hold = hold
+        self._ready = ready
+        self._stopping = stopping
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._slot_freed = threading.Event()
+
+    def run(self) -> None:
+        """The dispatcher thread's body: until ``stopping`` is set."""
+        try:
+            self._probe()
+            failures = 0
+            while not self._stopping.is_set():
+                try:
+                    asked, got = self.claim_pass()
+                    failures = 0
+                except Exception as exc:
+                    failures += 1
+                    if isinstance(exc, StoreUnavailable):
+                        logger.warning("claim failed: %s; retrying", exc)
+                    else:
+                        logger.exception("claim pass failed; retrying")
+                    self._stopping.wait(min(0.25 * 2**failures, CLAIM_BACKOFF_CAP))
+                    continue
+                if asked == 0:
+                    self._slot_freed.wait(self.poll_interval)
+                    self._slot_freed.clear()
+                elif got < asked:
+                    self.notifier.wait(self.idle_timeout())
+        finally:
+            self.notifier.close()
+
+    def wake(self) -> None:
+        """Interrupt any wait (used when stopping)."""
+        self._slot_freed.set()
+        self.notifier.wake()
+
+    def slot_freed(self) -> None:
+        """A claimed job finished running (or was handed back): one more slot is free."""
+        with self._lock:
+            self._busy -= 1
+        self._slot_freed.set()
+
+    def claim_pass(self) -> tuple[int, int]:
+        """Claim into the free slots; return (slots asked for, jobs claimed)."""
+        with self._lock:
+            free = self.capacity - self._busy
+            if free <= 0 or self._stopping.is_set():
+                return 0, 0
+            self._busy += free  # reserved; what the claim does not fill is returned below
+        try:
+            jobs = self.store.claim(self.name, self.leases, free, self.priority_floor)
+        except BaseException:
+            self._unreserve(free)
+            raise
+        self._unreserve(free - len(jobs))
+        for job in jobs:
+            self._ready.put(self._hold(job))
+        return free, len(jobs)
+
+    def _unreserve(self, count: int) -> None:
+        if count:
+            with self._lock:
+                self._busy -= count
+
+    def idle_timeout(self) -> float:
+        """Seconds to sleep: until the next job is due, capped by the poll interval."""
+        try:
+            seconds = self.store.seconds_until_visible(list(self.leases), self.priority_floor)
+        except StoreUnavailable:
+            return min(self.poll_interval, 1.0)
+        if seconds is None:
+            return self.poll_interval
+        return min(self.poll_interval, max(MIN_IDLE_WAIT, seconds))
+
+    def _probe(self) -> None:
+        """Prove that LISTEN/NOTIFY round-trips; otherwise say once that we poll."""
+        try:
+            self.notifier.connect()
+            self.store.notify(f"probe:{self.name}")
+        except Exception as exc:
+            logger.warning("listener not ready at start (%s); it will reconnect", exc)
+            return
+        deadline = time.monotonic() + PROBE_TIMEOUT
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            if self.notifier.wait(deadline - time.monotonic()):
+                self.listening = True
+                return
+        if not self._stopping.is_set():
+            logger.warning(
+                "no NOTIFY arrived within %ss of a self-probe (a transaction-pooling proxy?); "
+                "falling back to polling every %ss",
+                PROBE_TIMEOUT,
+                self.poll_interval,
+            )
