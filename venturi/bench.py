@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -114,6 +115,15 @@ def run(
     return bench_report.build(described, dict(samples))
 
 
+def _resolve_dsn(dsn: str | None) -> str:
+    """``--dsn`` here, else the `venturi` group's ``--dsn``, else VENTURI_DSN or libpq's."""
+    if dsn is not None:
+        return dsn
+    ctx = click.get_current_context(silent=True)
+    parent = ctx.find_root().params.get("dsn") if ctx is not None else None
+    return str(parent) if parent else os.environ.get("VENTURI_DSN", "")
+
+
 def _processes(value: str | None) -> list[int]:
     if not value:
         return []
@@ -127,7 +137,7 @@ def _processes(value: str | None) -> list[int]:
 
 
 @click.command("bench")
-@click.option("--dsn", envvar="VENTURI_DSN", default="", help="Database (default VENTURI_DSN).")
+@click.option("--dsn", metavar="DSN", help="Database [default: venturi --dsn, VENTURI_DSN].")
 @click.option("--quick", is_flag=True, help="Small sizes: checks every workload in seconds.")
 @click.option("--rounds", type=click.IntRange(1), help="Rounds per workload (default 5).")
 @click.option("--jobs", type=click.IntRange(1), help="Jobs per drain round (default 5000).")
@@ -144,7 +154,7 @@ def _processes(value: str | None) -> list[int]:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bench_command(
     *,
-    dsn: str,
+    dsn: str | None,
     quick: bool,
     rounds: int | None,
     jobs: int | None,
@@ -171,6 +181,7 @@ def bench_command(
         }.items()
         if value is not None
     }
+    dsn = _resolve_dsn(dsn)
     settings = BenchSettings.quick(dsn, **overrides) if quick else BenchSettings(dsn, **overrides)
     if settings.backlog == 0:
         workloads = tuple(w for w in workloads or WORKLOADS if w != "backlog")

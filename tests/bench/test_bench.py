@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from venturi.bench import WORKLOADS, bench_command
 from venturi.bench_report import COMPARISONS, LIMITS
 from venturi.bench_support import BenchFailure, Ledger, percentile
+from venturi.cli import build_cli
 
 EXPECTED_SERIES = {
     "enqueue",
@@ -115,3 +116,12 @@ def test_percentile_interpolates() -> None:
     assert percentile(values, 0.5) == pytest.approx(50.5, abs=0.1)
     assert percentile(values, 0.99) == pytest.approx(99.0, abs=0.1)
     assert percentile([3.0], 0.99) == 3.0
+
+
+def test_venturi_bench_takes_the_groups_dsn(database_dsn: str) -> None:
+    args = ["--dsn", database_dsn, "bench", "--quick", "--json", "--workload", "enqueue"]
+    result = CliRunner().invoke(build_cli(), [*args, "--rounds", "1"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert set(report["series"]) == {"enqueue", "ceiling.insert_notify"}
+    assert [row["series"] for row in report["comparisons"]] == ["enqueue"]
