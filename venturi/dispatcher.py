@@ -11,6 +11,7 @@ from typing import Final
 
 from venturi.errors import StoreUnavailable
 from venturi.models import JobRecord
+from venturi.prefetch import Prefetch
 from venturi.running import HeldJob
 from venturi.store import Notifier, Store
 
@@ -41,7 +42,8 @@ class Dispatcher:
         *,
         name: str,
         leases: dict[str, float],
-        capacity: int,
+        concurrency: int,
+        prefetch: Prefetch,
         priority_floor: int | None,
         poll_interval: float,
         hold: Callable[[JobRecord], HeldJob],
@@ -52,7 +54,8 @@ class Dispatcher:
         self.notifier = notifier
         self.name = name
         self.leases = leases
-        self.capacity = capacity
+        self.concurrency = concurrency
+        self.prefetch = prefetch
         self.priority_floor = priority_floor
         self.poll_interval = poll_interval
         self.listening = False
@@ -93,11 +96,19 @@ class Dispatcher:
         self._slot_freed.set()
         self.notifier.wake()
 
-    def slot_freed(self) -> None:
-        """A claimed job finished running (or was handed back): one more slot is free."""
+    def slot_freed(self, ran_for: float | None = None) -> None:
+        """A claimed job finished running after ``ran_for`` seconds (None: handed back
+        unstarted): one more slot is free."""
+        if ran_for is not None:
+            self.prefetch.observe_run(ran_for)
         with self._lock:
             self._busy -= 1
         self._slot_freed.set()
+
+    @property
+    def capacity(self) -> int:
+        """Jobs that may be claimed and unfinished now: handlers plus the prefetch."""
+        return self.concurrency + self.prefetch.size
 
     def claim_pass(self) -> tuple[int, int]:
         """Claim into the free slots; return (slots asked for, jobs claimed)."""
@@ -105,12 +116,18 @@ class Dispatcher:
             free = self.capacity - self._busy
             if free <= 0 or self._stopping.is_set():
                 return 0, 0
+            if free < self.prefetch.min_batch and not self._ready.empty():
+                # Handlers still have prefetched work: wait for a few more slots and
+                # claim them in one statement rather than one round trip per job.
+                return 0, 0
             self._busy += free  # reserved; what the claim does not fill is returned below
+        started = time.monotonic()
         try:
             jobs = self.store.claim(self.name, self.leases, free, self.priority_floor)
         except BaseException:
             self._unreserve(free)
             raise
+        self.prefetch.observe_claim(time.monotonic() - started)
         self._unreserve(free - len(jobs))
         for job in jobs:
             self._ready.put(self._hold(job))

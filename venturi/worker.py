@@ -24,6 +24,7 @@ from venturi.execution import execute, failed
 from venturi.heartbeat import Heartbeat
 from venturi.looping import Periodic
 from venturi.models import SMALLINT_MAX, SMALLINT_MIN, JobRecord, SettleAction, Settlement
+from venturi.prefetch import Prefetch
 from venturi.reaper import Reaper
 from venturi.registry import JobDefinition
 from venturi.running import HeldJob, HeldJobs
@@ -55,9 +56,11 @@ class Worker:
     signal releases running jobs at once). Usable as a context manager.
 
     Tuning (keywords of `Queue.worker`): ``prefetch`` jobs claimed beyond the busy
-    handler threads (default ``min(concurrency, 8)``), ``heartbeat_interval`` (default a
-    third of the shortest lease, and never more), ``reaper_interval`` (seconds between
-    scans for expired leases), ``completion_batch`` (completions per statement).
+    handler threads (default: adapted to job and claim durations, 1 for jobs much slower
+    than a claim round trip, up to ``max(32, 2 * concurrency)`` for quick ones; see
+    `venturi.prefetch`), ``heartbeat_interval`` (default a third of the shortest lease,
+    and never more), ``reaper_interval`` (seconds between scans for expired leases),
+    ``completion_batch`` (completions per statement).
     """
 
     def __init__(
@@ -87,9 +90,10 @@ class Worker:
             raise ConfigurationError(
                 f"heartbeat_interval must be positive, got {heartbeat_interval}"
             )
-        self.prefetch = min(concurrency, 8) if prefetch is None else prefetch
-        if self.prefetch < 0:
+        if prefetch is not None and prefetch < 0:
             raise ConfigurationError(f"prefetch must be >= 0, got {prefetch}")
+        # None: sized from the observed job and claim durations (see venturi.prefetch).
+        self.prefetch = Prefetch(concurrency, prefetch)
         self.store = store
         self.definitions = definitions
         self.requested_kinds = None if kinds is None else list(kinds)
@@ -121,8 +125,9 @@ class Worker:
 
     @property
     def capacity(self) -> int:
-        """Jobs this worker may hold claimed and unfinished: running plus prefetched."""
-        return self.concurrency + self.prefetch
+        """The most jobs this worker may hold claimed and unfinished (running plus the
+        largest prefetch)."""
+        return self.concurrency + self.prefetch.ceiling
 
     @property
     def listening(self) -> bool:
@@ -223,7 +228,8 @@ class Worker:
             self.store.notifier(),
             name=self.name,
             leases=leases,
-            capacity=self.capacity,
+            concurrency=self.concurrency,
+            prefetch=self.prefetch,
             priority_floor=self.priority_floor,
             poll_interval=self.poll_interval,
             hold=self._hold,
@@ -378,6 +384,7 @@ class Worker:
             if self._stopping.is_set():
                 self._release_unstarted(held)
                 continue
+            taken = time.monotonic()
             self.held.mark_started(held)
             job = held.job
             self.events.job_started(job, max(0.0, time.time() - job.visible_at.timestamp()))
@@ -388,7 +395,7 @@ class Worker:
                 # shrink the pool; it is the handler's failure like any exception.
                 settlement = failed(held.definition, held.ctx, exc)
             self.held.mark_ended(held)
-            self._dispatcher.slot_freed()
+            self._dispatcher.slot_freed(time.monotonic() - taken)
             if settlement.action is SettleAction.COMPLETE and self._completer_accepts():
                 assert self._completer is not None
                 self._completer.submit(held, settlement)
