@@ -147,6 +147,10 @@ class PostgresStore:
         except psycopg.OperationalError as exc:
             if not _means_unreachable(exc):
                 raise
+            # After a server restart every idle pooled connection is dead, and each would
+            # fail one request in turn (a worker backing off between claims would need a
+            # minute to get through them); test and replace them all now instead.
+            self.pool.check()
             raise StoreUnavailable(f"database unavailable: {_first_line(exc)}") from exc
 
     def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:

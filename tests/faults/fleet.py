@@ -72,11 +72,18 @@ class WorkerProcess:
         if self.alive:
             self.signal(signal.SIGCONT)
             self.signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.signal(signal.SIGKILL)
-                self.proc.wait(10)
+        self.reap(timeout)
+
+    def reap(self, timeout: float) -> None:
+        """Wait for the process to exit (SIGKILL after ``timeout``) and close its log.
+
+        Sends no SIGTERM itself: a second one tells a worker to release its running
+        jobs at once."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self.proc.wait(10)
         self._log.close()
 
 
@@ -115,7 +122,7 @@ class Fleet:
                 worker.signal(signal.SIGCONT)
                 worker.signal(signal.SIGTERM)
         for worker in self.workers:
-            worker.stop(max(1.0, deadline - time.monotonic()))
+            worker.reap(max(1.0, deadline - time.monotonic()))
 
     def logs(self) -> str:
         return "\n".join(f"--- {w.name} (pid {w.pid})\n{w.log()}" for w in self.workers)
