@@ -1,13 +1,16 @@
--- When the next pending job of the given kinds becomes claimable. A loose index scan
--- visits each pending (kind, priority) of the claim index once and takes its first
--- visible_at: a few probes at any backlog (see seconds_until_visible.sql).
--- Parameters: kinds (text[]). Returns: one timestamptz, or NULL when nothing is pending.
+-- When the next pending job of the given kinds at or above a priority floor becomes
+-- claimable, with the database clock beside it: the idle worker sleeps the difference
+-- (below-floor jobs are never its concern, so they do not wake it).
+-- The claim index orders visible_at within each priority, so a loose index scan visits
+-- each pending (kind, priority) once and takes its first visible_at: a few probes at any
+-- backlog, where min(visible_at) over the kind would read every pending row of it.
+-- Parameters: kinds (text[]), priority_floor. Returns: one row (visible_at or NULL, now).
 WITH RECURSIVE levels (kind, priority) AS (
     SELECT w.kind, top.priority
     FROM unnest(%(kinds)s::text[]) AS w (kind)
     CROSS JOIN LATERAL (
         SELECT j.priority FROM {jobs} AS j
-        WHERE j.status = 'pending' AND j.kind = w.kind
+        WHERE j.status = 'pending' AND j.kind = w.kind AND j.priority >= %(priority_floor)s
         ORDER BY j.priority DESC
         LIMIT 1
     ) AS top
@@ -17,12 +20,12 @@ WITH RECURSIVE levels (kind, priority) AS (
     CROSS JOIN LATERAL (
         SELECT j.priority FROM {jobs} AS j
         WHERE j.status = 'pending' AND j.kind = levels.kind
-          AND j.priority < levels.priority
+          AND j.priority < levels.priority AND j.priority >= %(priority_floor)s
         ORDER BY j.priority DESC
         LIMIT 1
     ) AS lower
 )
-SELECT min(first.visible_at)
+SELECT min(first.visible_at), now()
 FROM levels
 CROSS JOIN LATERAL (
     SELECT j.visible_at FROM {jobs} AS j

@@ -269,22 +269,30 @@ class PostgresStore:
         except errors.UniqueViolation:
             return bool(self._fetch("recover", params))
 
-    def next_visible_at(self, kinds: Sequence[str]) -> datetime | None:
-        if not kinds:
-            return None
-        rows = self._fetch("next_visible_at", {"kinds": list(kinds)})
-        return rows[0][0] if rows else None
+    def next_visible_at(
+        self, kinds: Sequence[str], priority_floor: int | None = None
+    ) -> datetime | None:
+        """When the next pending job of ``kinds`` (at or above ``priority_floor``) is due."""
+        return self._next_visible(kinds, priority_floor)[0]
 
     def seconds_until_visible(
         self, kinds: Sequence[str], priority_floor: int | None = None
     ) -> float | None:
         """Database-clock seconds until a pending job of ``kinds`` at or above
-        ``priority_floor`` is due (0 if one is already)."""
-        if not kinds:
+        ``priority_floor`` is due (0 if one is already); None when none is pending."""
+        visible_at, now = self._next_visible(kinds, priority_floor)
+        if visible_at is None or now is None:
             return None
+        return max(0.0, (visible_at - now).total_seconds())
+
+    def _next_visible(
+        self, kinds: Sequence[str], priority_floor: int | None
+    ) -> tuple[datetime | None, datetime | None]:
+        if not kinds:
+            return None, None
         floor = SMALLINT_MIN if priority_floor is None else priority_floor
-        rows = self._fetch("seconds_until_visible", {"kinds": list(kinds), "priority_floor": floor})
-        return None if not rows or rows[0][0] is None else float(rows[0][0])
+        rows = self._fetch("next_visible_at", {"kinds": list(kinds), "priority_floor": floor})
+        return (rows[0][0], rows[0][1]) if rows else (None, None)
 
     def sibling(self, pool_size: int = 1) -> PostgresStore:
         """A store on the same database and prefix with a small pool of its own (built

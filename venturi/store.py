@@ -69,7 +69,9 @@ class Store(Protocol):
 
     def recover(self, job: JobRecord, delay: float = 0.0) -> bool: ...
 
-    def next_visible_at(self, kinds: Sequence[str]) -> datetime | None: ...
+    def next_visible_at(
+        self, kinds: Sequence[str], priority_floor: int | None = None
+    ) -> datetime | None: ...
 
     def seconds_until_visible(
         self, kinds: Sequence[str], priority_floor: int | None = None

@@ -116,3 +116,15 @@ def test_next_visible_at(store: PostgresStore) -> None:
     assert store.next_visible_at(["k"]) == now + timedelta(seconds=60)
     assert store.next_visible_at(["k", "other"]) == now + timedelta(seconds=5)
     assert store.next_visible_at(["nothing"]) is None
+
+
+def test_next_visible_at_and_seconds_until_visible_respect_the_priority_floor(
+    store: PostgresStore,
+) -> None:
+    store.enqueue(NewJob("k", {}, priority=-5))
+    store.enqueue(NewJob("k", {}, priority=3, delay=30))
+    assert store.seconds_until_visible(["k"]) == 0.0
+    waiting = store.seconds_until_visible(["k"], priority_floor=0)
+    assert waiting is not None and 25 < waiting <= 30
+    assert store.seconds_until_visible(["k"], priority_floor=4) is None
+    assert store.next_visible_at(["k"], priority_floor=4) is None
