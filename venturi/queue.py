@@ -7,13 +7,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 import psycopg
 from psycopg_pool import ConnectionPool
 from ulid import ULID
 
-from venturi.backoff import Backoff, Exponential
 from venturi.context import JobContext
 from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError, ForkedError, UnknownKind
@@ -36,7 +35,7 @@ from venturi.models import (
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
-from venturi.registry import DEFAULT_LEASE, JobDefinition, JobFunction
+from venturi.registry import JobDefinition, JobFunction, JobOptions
 from venturi.worker import Worker, default_name
 
 P = ParamSpec("P")
@@ -109,31 +108,18 @@ class Queue:
     def job(
         self,
         kind: str,
-        *,
-        max_attempts: int = 5,
-        backoff: Backoff | None = None,
-        priority: int = 0,
-        lease: Duration = DEFAULT_LEASE,
-        timeout: Duration | None = None,
-        context: bool = False,
+        **options: Unpack[JobOptions],
     ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
         """Register the decorated function as the handler of ``kind``.
 
+        Options (`JobOptions`): ``max_attempts`` (5), ``backoff`` (exponential with cap
+        and jitter), ``priority`` (0), ``lease`` (60 s), ``timeout`` (None), ``context``.
         The payload's keys are the function's keyword arguments (checked at enqueue).
         With ``context=True`` the first argument is the run's `JobContext`.
         """
 
         def register(func: Callable[P, R]) -> JobFunction[P, R]:
-            definition = JobDefinition(
-                kind,
-                func,
-                max_attempts=max_attempts,
-                backoff=backoff if backoff is not None else Exponential(),
-                priority=priority,
-                lease=lease,
-                timeout=timeout,
-                context=context,
-            )
+            definition = JobDefinition(kind, func, **options)
             with self._lock:
                 if kind in self.definitions:
                     raise ConfigurationError(f"kind {kind!r} is already registered")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypedDict, TypeVar
 
 import attrs
 from ulid import ULID
@@ -18,6 +18,17 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_LEASE = 60.0
+
+
+class JobOptions(TypedDict, total=False):
+    """A kind's policies, as every ``job`` decorator takes them (see `Queue.job`)."""
+
+    max_attempts: int
+    backoff: Backoff
+    priority: int
+    lease: Duration
+    timeout: Duration | None
+    context: bool
 
 
 class EnqueueTarget(Protocol):

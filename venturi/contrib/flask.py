@@ -30,20 +30,19 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 import attrs
 import psycopg
 from flask import Flask, current_app, has_app_context
 from ulid import ULID
 
-from venturi.backoff import Backoff
-from venturi.durations import Duration, to_seconds
+from venturi.durations import to_seconds
 from venturi.errors import ConfigurationError, InvalidJob
 from venturi.models import NewJob
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.queue import DEFAULT_PREFIX, Queue
-from venturi.registry import DEFAULT_LEASE, JobFunction
+from venturi.registry import JobFunction, JobOptions
 from venturi.worker import Worker
 
 from .lazy import Handler, LazyQueue, Registry
@@ -293,28 +292,13 @@ class Venturi:
     def job(
         self,
         kind: str,
-        *,
-        max_attempts: int = 5,
-        backoff: Backoff | None = None,
-        priority: int = 0,
-        lease: Duration = DEFAULT_LEASE,
-        timeout: Duration | None = None,
-        context: bool = False,
+        **options: Unpack[JobOptions],
     ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
         """Register a job like `Queue.job`, for every app; it runs in the app's context.
 
         May be used before `init_app` (module-level decorators in an app factory setup).
         """
-        return self.registry.job(
-            self,
-            kind,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            priority=priority,
-            lease=lease,
-            timeout=timeout,
-            context=context,
-        )
+        return self.registry.job(self, kind, **options)
 
     def enqueue(
         self,

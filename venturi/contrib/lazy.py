@@ -13,15 +13,13 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 import attrs
 
-from venturi.backoff import Backoff, Exponential
-from venturi.durations import Duration
 from venturi.errors import ConfigurationError
 from venturi.queue import Queue
-from venturi.registry import DEFAULT_LEASE, EnqueueTarget, JobDefinition, JobFunction
+from venturi.registry import EnqueueTarget, JobDefinition, JobFunction, JobOptions
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -59,23 +57,9 @@ class Registry:
         self,
         target: EnqueueTarget,
         kind: str,
-        *,
-        max_attempts: int = 5,
-        backoff: Backoff | None = None,
-        priority: int = 0,
-        lease: Duration = DEFAULT_LEASE,
-        timeout: Duration | None = None,
-        context: bool = False,
+        **options: Unpack[JobOptions],
     ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
         """Register the decorated function like `Queue.job`; ``enqueue`` goes to ``target``."""
-        options: dict[str, Any] = {
-            "max_attempts": max_attempts,
-            "backoff": backoff if backoff is not None else Exponential(),
-            "priority": priority,
-            "lease": lease,
-            "timeout": timeout,
-            "context": context,
-        }
 
         def register(func: Callable[P, R]) -> JobFunction[P, R]:
             # Built now so bad options fail at import, not when a queue is first used.

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 import psycopg
 from django.db import close_old_connections, connections, transaction
 from ulid import ULID
 
-from venturi.backoff import Backoff
 from venturi.contrib.lazy import Handler, LazyQueue, Registry
-from venturi.durations import Duration
 from venturi.queue import Queue
-from venturi.registry import DEFAULT_LEASE, JobFunction
+from venturi.registry import JobFunction, JobOptions
 
 from .conf import VenturiSettings, connection_string
 
@@ -105,13 +103,7 @@ _target = _DjangoTarget()
 
 def job(
     kind: str,
-    *,
-    max_attempts: int = 5,
-    backoff: Backoff | None = None,
-    priority: int = 0,
-    lease: Duration = DEFAULT_LEASE,
-    timeout: Duration | None = None,
-    context: bool = False,
+    **options: Unpack[JobOptions],
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Register the decorated function as the handler of ``kind`` (like `Queue.job`).
 
@@ -119,16 +111,7 @@ def job(
     ``enqueue`` joins Django's current transaction (see `enqueue`), and every run is
     wrapped in ``close_old_connections()`` as Django wraps a request.
     """
-    return registry.job(
-        _target,
-        kind,
-        max_attempts=max_attempts,
-        backoff=backoff,
-        priority=priority,
-        lease=lease,
-        timeout=timeout,
-        context=context,
-    )
+    return registry.job(_target, kind, **options)
 
 
 def enqueue(kind: str, payload: Mapping[str, Any] | None = None, **options: Any) -> ULID:
