@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -16,11 +17,13 @@ MAX_DEPTH: Final = 64
 def _check(value: Any, path: str, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise InvalidPayload(f"payload nests deeper than {MAX_DEPTH} levels at {path}")
-    if value is None or isinstance(value, bool | int):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        _check_int(value, path)
         return
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidPayload(f"payload holds {value!r} at {path}; JSON has no NaN or Infinity")
+        _check_float(value, path)
         return
     if isinstance(value, str):
         _check_text(value, path)
@@ -41,6 +44,34 @@ def _check(value: Any, path: str, depth: int) -> None:
     raise InvalidPayload(
         f"payload value at {path} is a {type(value).__name__}, which is not JSON-serialisable"
     )
+
+
+def _check_int(value: int, path: str) -> None:
+    try:
+        str(value)
+    except ValueError:
+        raise InvalidPayload(
+            f"payload holds an int at {path} with more digits than Python converts to text "
+            f"(sys.get_int_max_str_digits() is {sys.get_int_max_str_digits()})"
+        ) from None
+
+
+def _check_float(value: float, path: str) -> None:
+    if not math.isfinite(value):
+        raise InvalidPayload(f"payload holds {value!r} at {path}; JSON has no NaN or Infinity")
+    # jsonb keeps numbers as numeric, which has no negative zero and prints positionally:
+    # a float whose shortest form needs an exponent of 16 or more (1e+16) has no decimal
+    # point there and would come back as an int. Refuse both rather than change them.
+    if value == 0 and math.copysign(1.0, value) < 0:
+        raise InvalidPayload(
+            f"payload holds -0.0 at {path}; jsonb stores JSON numbers as numeric, which has "
+            "no negative zero (pass 0.0)"
+        )
+    if "e+" in repr(value):
+        raise InvalidPayload(
+            f"payload holds the float {value!r} at {path}, which jsonb (storing numbers as "
+            f"numeric) would return as the int {int(value)}; pass an int or a str"
+        )
 
 
 def _check_text(text: str, path: str) -> None:

@@ -1,0 +1,344 @@
+"""Bad input, generated: every enqueue either round-trips exactly or is refused with the
+documented error and nothing written.
+
+Runs on the private server, so "nothing written" can be checked by diffing whole tables
+(and, for prefixes, the catalog) with no other test writing meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import venturi
+from tests.faults.server import ThrowawayServer
+from tests.support import drop_prefix, fresh_prefix
+from venturi.models import MAX_DELAY_SECONDS, MAX_KIND_LENGTH, SMALLINT_MAX, SMALLINT_MIN
+from venturi.prefix import MAX_PREFIX_LENGTH
+
+LIMIT = 4096  # max_payload_bytes of the queue under test
+REFUSALS = (venturi.InvalidJob, venturi.InvalidPrefix, ValueError, TypeError)
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+class Target:
+    """A queue on a fresh prefix of the private server, and a table differ."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.prefix = fresh_prefix("badinput")
+        self.queue = venturi.Queue(dsn, prefix=self.prefix, max_payload_bytes=LIMIT)
+        self.queue.migrate()
+        self.conn = psycopg.connect(dsn, autocommit=True)
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """Every row of the prefix's jobs and journal tables, as text digests."""
+        digest = "SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t.id), '')) FROM {} t"
+        row = self.conn.execute(
+            psycopg.sql.SQL(f"SELECT ({digest}), ({digest})").format(
+                psycopg.sql.Identifier(f"{self.prefix}_jobs"),
+                psycopg.sql.Identifier(f"{self.prefix}_journal"),
+            )
+        ).fetchone()
+        assert row is not None
+        return tuple(row)
+
+    def refused(self, call: Any, *args: Any, **kwargs: Any) -> BaseException | None:
+        """Run ``call``; if it raises, check it is a documented refusal that wrote nothing."""
+        before = self.snapshot()
+        try:
+            call(*args, **kwargs)
+        except REFUSALS as exc:
+            assert str(exc), f"{type(exc).__name__} with no message"
+            assert self.snapshot() == before, f"refused ({exc}) but the tables changed"
+            return exc
+        return None
+
+    def close(self) -> None:
+        self.queue.close()
+        self.conn.close()
+        drop_prefix(self.dsn, self.prefix)
+
+
+@pytest.fixture(scope="module")
+def target(own_server_session: ThrowawayServer) -> Iterator[Target]:
+    own_server_session.ensure_running()
+    instance = Target(own_server_session.dsn)
+    yield instance
+    instance.close()
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal values of exactly equal types, all the way down (and -0.0 is not 0.0)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return bool(a == b)
+
+
+text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=20)
+exact_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15).filter(
+        lambda f: not (f == 0 and math.copysign(1.0, f) < 0)
+    )
+    | text
+)
+exact_values = st.recursive(
+    exact_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=12,
+)
+exact_payloads = st.dictionaries(text, exact_values, max_size=6)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+hostile_values = st.sampled_from(
+    [
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        -0.0,
+        1e16,
+        1e300,
+        -1.5e20,
+        "a\x00b",
+        "\ud800",
+        "x\udfffy",
+        b"bytes",
+        {1, 2},
+        object(),
+        datetime(2024, 1, 1, tzinfo=UTC),
+        {1: "int key"},
+        {None: "None key"},
+        {(1, 2): "tuple key"},
+        {"ok": {"\x00": "NUL key"}},
+        {"\ud800": "surrogate key"},
+        _nested(200),
+        "x" * (LIMIT + 1),
+        10**5000,
+    ]
+)
+
+
+@SETTINGS
+@given(payload=exact_payloads)
+def test_json_payloads_round_trip_exactly(target: Target, payload: dict[str, Any]) -> None:
+    assume(len(json.dumps(payload, ensure_ascii=False).encode()) < LIMIT)
+    job_id = target.queue.enqueue("bad.input", payload)
+    job = target.queue.get(job_id)
+    assert job is not None
+    assert same(job.payload, payload), (job.payload, payload)
+
+
+@SETTINGS
+@given(good=exact_payloads, key=text, bad=hostile_values)
+def test_hostile_payloads_are_refused_and_write_nothing(
+    target: Target, good: dict[str, Any], key: str, bad: Any
+) -> None:
+    payload = {**good, key: bad}
+    error = target.refused(target.queue.enqueue, "bad.input", payload)
+    assert isinstance(error, venturi.InvalidPayload), f"{bad!r} was accepted: {error}"
+    assert "payload" in str(error)
+
+
+@SETTINGS
+@given(number=st.floats(allow_nan=False, allow_infinity=False) | st.integers())
+def test_numbers_round_trip_or_are_refused(target: Target, number: float | int) -> None:
+    """jsonb keeps numbers as numeric: floats that would come back changed (-0.0 as 0.0,
+    1e16 and up as ints) are refused; everything else comes back exactly."""
+    payload = {"n": number}
+    error = target.refused(target.queue.enqueue, "bad.input", payload)
+    if error is None:
+        job = target.queue.get(target.queue.history(limit=1)[0].id)
+        assert job is not None and same(job.payload, payload), (job, payload)
+    else:
+        assert isinstance(error, venturi.InvalidPayload) and "payload.n" in str(error)
+        assert isinstance(number, float)
+        assert abs(number) >= 1e16 or (number == 0 and math.copysign(1.0, number) < 0)
+
+
+@SETTINGS
+@given(payload=st.one_of(st.lists(exact_values), text, st.integers(), st.none()))
+def test_a_payload_that_is_not_an_object_is_refused(target: Target, payload: Any) -> None:
+    assume(payload is not None)  # None means "no payload": {}
+    error = target.refused(target.queue.enqueue, "bad.input", payload)
+    assert isinstance(error, venturi.InvalidPayload)
+
+
+kinds = st.text(max_size=MAX_KIND_LENGTH + 10) | st.sampled_from(
+    [
+        "",
+        "a" * (MAX_KIND_LENGTH + 1),
+        "emails.send'; DROP TABLE x; --",
+        "em\u0430ils.send",  # Cyrillic a
+        "emails\x00send",
+        "kind with spaces",
+        "\uff45mails",  # fullwidth e
+    ]
+)
+
+
+@SETTINGS
+@given(kind=kinds)
+def test_kinds_round_trip_or_are_refused(target: Target, kind: str) -> None:
+    error = target.refused(target.queue.enqueue, kind, {})
+    if error is None:
+        [job] = target.queue.history(kind=kind, limit=1)
+        assert job.kind == kind and kind.isascii() and len(kind) <= MAX_KIND_LENGTH
+    else:
+        assert isinstance(error, venturi.InvalidJob) and "kind" in str(error)
+
+
+@SETTINGS
+@given(priority=st.integers(min_value=-(2**20), max_value=2**20) | st.sampled_from([True, 1.5]))
+def test_priorities_round_trip_or_are_refused(target: Target, priority: Any) -> None:
+    outcome: list[venturi.JobRecord] = []
+
+    def enqueue() -> None:
+        job = target.queue.get(target.queue.enqueue("bad.input", {}, priority=priority))
+        assert job is not None
+        outcome.append(job)
+
+    error = target.refused(enqueue)
+    valid = type(priority) is int and SMALLINT_MIN <= priority <= SMALLINT_MAX
+    if valid:
+        assert error is None and outcome[0].priority == priority
+    else:
+        assert isinstance(error, venturi.InvalidJob) and "priority" in str(error)
+
+
+delays = (
+    st.floats(allow_nan=True, allow_infinity=True)
+    | st.integers(min_value=-(10**12), max_value=10**12)
+    | st.timedeltas()
+)
+
+
+def _seconds(delay: Any) -> float:
+    return delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+
+
+@SETTINGS
+@given(delay=delays)
+def test_delays_round_trip_or_are_refused(target: Target, delay: Any) -> None:
+    jobs: list[venturi.JobRecord] = []
+
+    def enqueue() -> None:
+        job = target.queue.get(target.queue.enqueue("bad.input", {}, delay=delay))
+        assert job is not None
+        jobs.append(job)
+
+    error = target.refused(enqueue)
+    seconds = _seconds(delay)
+    if math.isfinite(seconds) and 0 <= seconds <= MAX_DELAY_SECONDS:
+        assert error is None, error
+        waited = (jobs[0].visible_at - jobs[0].created_at).total_seconds()
+        assert abs(waited - seconds) <= 1e-6 * max(1.0, seconds * 1e-9), (waited, seconds)
+    else:
+        assert isinstance(error, venturi.InvalidJob) and "delay" in str(error)
+
+
+offsets = st.builds(timezone, st.timedeltas(-timedelta(hours=23), timedelta(hours=23)))
+moments = (
+    st.datetimes(timezones=st.none())
+    | st.datetimes(timezones=st.timezones() | offsets)
+    | st.builds(
+        datetime.replace,
+        st.sampled_from([datetime.min, datetime.max, datetime(1, 1, 2), datetime(9999, 12, 30)]),
+        tzinfo=offsets,
+    )
+)
+
+
+def _readable(at: datetime) -> bool:
+    """Whether Python could read ``at`` back from timestamptz in any session time zone."""
+    try:
+        utc = at.astimezone(UTC)
+    except OverflowError:
+        return False
+    return datetime(1, 1, 2, tzinfo=UTC) <= utc <= datetime(9999, 12, 30, tzinfo=UTC)
+
+
+@SETTINGS
+@given(at=moments)
+def test_times_round_trip_or_are_refused(target: Target, at: datetime) -> None:
+    jobs: list[venturi.JobRecord] = []
+
+    def enqueue() -> None:
+        job = target.queue.get(target.queue.enqueue("bad.input", {}, at=at))
+        assert job is not None
+        jobs.append(job)
+
+    error = target.refused(enqueue)
+    if at.tzinfo is not None and at.utcoffset() is not None and _readable(at):
+        assert error is None, error
+        assert jobs[0].visible_at == at
+    else:
+        assert isinstance(error, venturi.InvalidJob) and "at" in str(error), error
+
+
+prefixes = st.text(max_size=MAX_PREFIX_LENGTH + 5) | st.sampled_from(
+    [
+        "",
+        "Jobs",
+        "1jobs",
+        "jobs-x",
+        "jobs; DROP TABLE pg_class; --",
+        'jobs"x',
+        "\u0458obs",  # Cyrillic je
+        "jobs\x00",
+        "a" * (MAX_PREFIX_LENGTH + 1),
+    ]
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=prefixes)
+def test_prefixes_are_valid_or_refused_before_any_sql(target: Target, name: str) -> None:
+    valid = bool(re.fullmatch(r"[a-z][a-z0-9_]*", name, re.ASCII)) and (
+        len(name) <= MAX_PREFIX_LENGTH
+    )
+    if valid:
+        with venturi.Queue(target.dsn, prefix=name) as queue:
+            queue.migrate()
+        tables = target.conn.execute(
+            "SELECT count(*) FROM pg_class WHERE relname IN (%s, %s, %s)",
+            (f"{name}_jobs", f"{name}_journal", f"{name}_schema_history"),
+        ).fetchone()
+        drop_prefix(target.dsn, name)
+        assert tables == (3,)
+        return
+    relations = "SELECT count(*), coalesce(max(oid::int8), 0) FROM pg_class"
+    before = target.conn.execute(relations).fetchone()
+    with pytest.raises(venturi.InvalidPrefix, match="prefix"):
+        venturi.Queue(target.dsn, prefix=name).migrate()
+    assert target.conn.execute(relations).fetchone() == before
