@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Final
 
 from venturi.errors import InvalidJob
 
@@ -36,5 +37,28 @@ def require_aware(value: datetime, field: str) -> datetime:
         raise InvalidJob(
             f"{field} must be timezone-aware (naive datetimes are ambiguous); "
             "use datetime.now(timezone.utc) or attach a tzinfo"
+        )
+    return value
+
+
+# timestamptz reaches far beyond Python's datetime, which stops at years 1 and 9999: a job
+# stored with a time outside that range could never be read back, and would break every
+# read of its row (get, history, even the claim that picks it up). A day's margin keeps it
+# readable in any session time zone.
+EARLIEST: Final = datetime(1, 1, 2, tzinfo=UTC)
+LATEST: Final = datetime(9999, 12, 30, tzinfo=UTC)
+
+
+def require_storable(value: datetime, field: str) -> datetime:
+    """`require_aware`, and within the range Python can read back (years 1 to 9999)."""
+    require_aware(value, field)
+    try:
+        fits = EARLIEST <= value.astimezone(UTC) <= LATEST
+    except OverflowError:
+        fits = False
+    if not fits:
+        raise InvalidJob(
+            f"{field} {value.isoformat()} is outside the times Python can read back "
+            f"({EARLIEST.date()} to {LATEST.date()} UTC)"
         )
     return value

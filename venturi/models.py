@@ -12,7 +12,7 @@ from typing import Any, Final, Literal
 import attrs
 from ulid import ULID
 
-from venturi.durations import Duration, require_aware, to_seconds
+from venturi.durations import Duration, require_aware, require_storable, to_seconds
 from venturi.errors import InvalidJob
 from venturi.payload import encode_json, encode_payload
 
@@ -151,7 +151,7 @@ class NewJob:
         if self.delay is not None and self.at is not None:
             raise InvalidJob("give either delay or at, not both")
         if self.at is not None:
-            require_aware(self.at, "at")
+            require_storable(self.at, "at")
         seconds = None if self.delay is None else to_seconds(self.delay, "delay")
         if seconds is not None and seconds > MAX_DELAY_SECONDS:
             raise InvalidJob(
@@ -292,7 +292,7 @@ class Settlement:
         if delay is not None and at is not None:
             raise InvalidJob("give either after or until, not both")
         if at is not None:
-            require_aware(at, "until")
+            require_storable(at, "until")
             return cls(SettleAction.PAUSE, at=at, carry=carry, note=note)
         seconds = 0.0 if delay is None else to_seconds(delay, "pause delay")
         return cls(SettleAction.PAUSE, delay=seconds, carry=carry, note=note)

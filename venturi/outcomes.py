@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from venturi.durations import Duration, require_aware, to_seconds
+from venturi.durations import Duration, require_storable, to_seconds
 from venturi.errors import InvalidJob
 from venturi.models import KEEP
 
@@ -44,7 +44,7 @@ class Pause(Exception):
         if after is not None and until is not None:
             raise InvalidJob("Pause takes either after or until, not both")
         self.after = None if after is None else to_seconds(after, "Pause(after)")
-        self.until = None if until is None else require_aware(until, "Pause(until)")
+        self.until = None if until is None else require_storable(until, "Pause(until)")
         self.carry = carry
         self.note = note
 
