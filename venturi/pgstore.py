@@ -142,7 +142,7 @@ class PostgresStore:
         except PoolTimeout as exc:
             raise StoreUnavailable(
                 f"no database connection within {self.pool.timeout:g}s "
-                f"({_redacted(self.connection_params()[0])}): {exc}"
+                f"({_redacted(self.connection_params()[0])}): {self._why_no_connection()}"
             ) from exc
         except psycopg.OperationalError as exc:
             if not _means_unreachable(exc):
@@ -152,6 +152,17 @@ class PostgresStore:
             # minute to get through them); test and replace them all now instead.
             self.pool.check()
             raise StoreUnavailable(f"database unavailable: {_first_line(exc)}") from exc
+
+    def _why_no_connection(self) -> str:
+        """Why the pool had nothing to give. The pool only logs its connection errors, so
+        one direct attempt finds the reason (a refused certificate, a wrong password);
+        if that attempt succeeds, the pool's connections were all busy."""
+        conninfo, kwargs = self.connection_params()
+        try:
+            psycopg.connect(conninfo, **kwargs).close()
+        except psycopg.Error as exc:
+            return _first_line(exc)
+        return f"all {self.pool.max_size} pooled connections were busy"
 
     def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self.connection() as conn:
