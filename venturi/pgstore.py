@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -108,7 +109,9 @@ class PostgresStore:
         try:
             params = conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
-            raise ConfigurationError(f"dsn is not a valid connection string: {exc}") from None
+            raise ConfigurationError(
+                f"dsn is not a valid connection string: {_without_dsn_text(str(exc), dsn)}"
+            ) from None
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in params:
             kwargs["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
@@ -452,6 +455,16 @@ _UNREACHABLE_STATES: Final = ("57P01", "57P02", "57P03")
 def _means_unreachable(exc: psycopg.OperationalError) -> bool:
     state = exc.sqlstate
     return state is None or state.startswith("08") or state in _UNREACHABLE_STATES
+
+
+def _without_dsn_text(message: str, dsn: str) -> str:
+    """libpq's parse errors quote pieces of the DSN (all of a malformed URI, or the word
+    after an unquoted space), which may hold its password: hide every quoted piece of it."""
+    return re.sub(
+        r'"([^"]*)"',
+        lambda m: m.group(0) if len(m.group(1)) < 2 or m.group(1) not in dsn else '"…"',
+        message,
+    )
 
 
 def _first_line(exc: BaseException) -> str:
