@@ -94,6 +94,21 @@ def _all_listening(queue: venturi.Queue, watch: Watch, workers: int, each: int) 
     return wait_for(started, 120, "every worker to be woken")
 
 
+def _restart_during_a_run(
+    server: ThrowawayServer, watch: Watch, workers: int
+) -> tuple[list[float], list[float]]:
+    """Restart the server three times, each after some progress; returns the seconds
+    until every worker claimed again, and the wall-clock times the server was back."""
+    first_claims: list[float] = []
+    back: list[float] = []
+    for number in range(1, RESTARTS + 1):
+        wait_until(lambda n=number: len(watch.executions()) >= 150 * n, 120, 0.05, "progress")  # type: ignore[misc]
+        server.restart()
+        back.append(time.time())
+        first_claims.append(_first_start_after(watch, watch.clock(), workers))
+    return first_claims, back
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_database_restarts_three_times_during_a_run(
@@ -102,25 +117,12 @@ def test_database_restarts_three_times_during_a_run(
     dsn = own_server.dsn
     queue = prepare(dsn, own_prefix, pool_timeout=POOL_TIMEOUT)
     # The default pool size: after a restart every idle pooled connection is stale.
-    fleet = make_fleet(
-        dsn,
-        own_prefix,
-        lease=5,
-        poll_interval=POLL_INTERVAL,
-        concurrency=4,
-        prefetch=0,
-        pool_size=10,
-    )
+    options = {"lease": 5, "concurrency": 4, "prefetch": 0, "pool_size": 10}
+    fleet = make_fleet(dsn, own_prefix, poll_interval=POLL_INTERVAL, **options)
     workers = [fleet.spawn() for _ in range(3)]
     watch = Watch(dsn, own_prefix)
     producer = Producer(queue)
-    first_claims: list[float] = []
-    back: list[float] = []  # wall-clock times the server was up again
-    for number in range(1, RESTARTS + 1):
-        wait_until(lambda n=number: len(watch.executions()) >= 150 * n, 120, 0.05, "progress")  # type: ignore[misc]
-        own_server.restart()
-        back.append(time.time())
-        first_claims.append(_first_start_after(watch, watch.clock(), len(workers)))
+    first_claims, back = _restart_during_a_run(own_server, watch, len(workers))
     ids = producer.stop()
     after = _all_listening(queue, watch, len(workers), 4)
     wait_until(lambda: watch.unfinished() == 0, 60, 0.05, "the last jobs to finish")
@@ -134,16 +136,18 @@ def test_database_restarts_three_times_during_a_run(
         f"\ndatabase restart x{RESTARTS} (pg_ctl restart -m fast), 3 worker processes, "
         f"a producer enqueuing throughout ({len(ids)} enqueued, {producer.refused} refused "
         f"with StoreUnavailable while down)\n  time until every worker claimed again after "
-        "each restart: "
-        + ", ".join(f"{s:.2f}s" for s in first_claims)
-        + f"; claims failed on stale pooled connections after each restart, per worker: {stale}"
-        + f"\n  12 jobs enqueued at once after the restarts started on all 3 workers within "
-        f"{after:.2f}s (poll interval {POLL_INTERVAL:.0f}s: each was woken by NOTIFY)\n"
-        f"  {figures.line()}"
+        f"each restart: {_seconds(first_claims)}; claims failed on stale pooled connections "
+        f"after each restart, per worker: {stale}\n  12 jobs enqueued at once after the "
+        f"restarts started on all 3 workers within {after:.2f}s (poll interval "
+        f"{POLL_INTERVAL:.0f}s: each was woken by NOTIFY)\n  {figures.line()}"
     )
     assert after < POLL_INTERVAL / 2, "the job waited for a poll: LISTEN did not come back"
     # One stale connection may fail a claim; then the store replaces the pool's others.
     assert max(max(per_restart) for per_restart in stale) <= 1, stale
+
+
+def _seconds(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}s" for v in values)
 
 
 def _lines_between(
@@ -153,6 +157,31 @@ def _lines_between(
     return sum(1 for stamp, line in lines if start <= stamp <= end and f" {logger}" in line)
 
 
+def _refusals(queue: venturi.Queue) -> list[tuple[float, str]]:
+    """Enqueue until the pool itself times out; (seconds, message) of each refusal.
+
+    The first attempts take pooled connections the server just cut; later ones wait for
+    the pool, which cannot connect: both end in StoreUnavailable, neither hangs."""
+    refusals: list[tuple[float, str]] = []
+    while len(refusals) < 10 and not any("no database connection" in m for _, m in refusals):
+        began = time.monotonic()
+        with pytest.raises(venturi.StoreUnavailable) as refused:
+            queue.enqueue(ledger.WORK_KIND, {})
+        refusals.append((time.monotonic() - began, str(refused.value)))
+    return refusals
+
+
+def _outage(server: ThrowawayServer, fleet: Fleet) -> tuple[float, float]:
+    """Keep the server down for OUTAGE seconds, the workers alive throughout; returns
+    the wall-clock times it went down and came back."""
+    down_at = time.time()
+    while time.time() < down_at + OUTAGE:
+        assert all(w.alive for w in fleet.workers), fleet.logs()
+        threading.Event().wait(1.0)
+    server.start()
+    return down_at, time.time()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_database_down_for_a_while(
@@ -160,57 +189,38 @@ def test_database_down_for_a_while(
 ) -> None:
     dsn = own_server.dsn
     queue = prepare(dsn, own_prefix, pool_timeout=POOL_TIMEOUT)
-    fleet = make_fleet(
-        dsn, own_prefix, lease=5, poll_interval=POLL_INTERVAL, pool_timeout=POOL_TIMEOUT
-    )
+    fleet = make_fleet(dsn, own_prefix, poll_interval=POLL_INTERVAL, pool_timeout=POOL_TIMEOUT)
     workers = [fleet.spawn() for _ in range(2)]
     watch = Watch(dsn, own_prefix)
     ids = [queue.enqueue(ledger.WORK_KIND, {"ms": 5}) for _ in range(20)]
     wait_until(lambda: watch.unfinished() == 0, 60, 0.05, "the first jobs to run")
     own_server.stop()
-    down_at = time.time()
-    # The first attempts take pooled connections the server just cut; later ones wait
-    # for the pool, which cannot connect: both end in StoreUnavailable, neither hangs.
-    refusals: list[tuple[float, str]] = []
-    while len(refusals) < 10 and not any("no database connection" in m for _, m in refusals):
-        began = time.monotonic()
-        with pytest.raises(venturi.StoreUnavailable) as refused:
-            queue.enqueue(ledger.WORK_KIND, {})
-        refusals.append((time.monotonic() - began, str(refused.value)))
-    while time.time() < down_at + OUTAGE:
-        assert all(w.alive for w in workers), fleet.logs()
-        threading.Event().wait(1.0)
-    own_server.start()
-    up_at = time.time()
-    job_id = wait_for(lambda: _try_enqueue(queue), 60, "enqueue to work again")
+    refusals = _refusals(queue)
+    down_at, up_at = _outage(own_server, fleet)
+    ids.append(wait_for(lambda: _try_enqueue(queue), 60, "enqueue to work again"))
     wait_until(lambda: watch.unfinished() == 0, 120, 0.05, "the workers to resume")
     resumed = time.time() - up_at
-    ids.append(job_id)
     span = up_at - down_at
-    rates = [_lines_between(w.log_lines(), down_at, up_at) / span for w in workers]
-    own_rates = [_lines_between(w.log_lines(), down_at, up_at, "venturi.") / span for w in workers]
-    assert all(w.alive for w in workers), fleet.logs()
+    rates = [round(_lines_between(w.log_lines(), down_at, up_at) / span, 2) for w in workers]
+    own = [
+        round(_lines_between(w.log_lines(), down_at, up_at, "venturi.") / span, 2) for w in workers
+    ]
     fleet.close()
     logs = fleet.logs()
     queue.close()
     figures = invariants.check(dsn, own_prefix, ids)
     watch.close()
     print(
-        f"\ndatabase down {up_at - down_at:.0f}s: enqueue raised StoreUnavailable after "
-        + ", ".join(f"{s:.2f}s" for s, _ in refusals)
-        + f" (pool timeout {POOL_TIMEOUT}s), last: {refusals[-1][1]}\n"
-        "  worker log lines per second while down: "
-        + ", ".join(f"{r:.2f}" for r in rates)
-        + " (venturi's own: "
-        + ", ".join(f"{r:.2f}" for r in own_rates)
-        + ", the rest psycopg_pool's connection attempts)"
-        + f"; both workers alive; a job "
-        f"enqueued after the restart started {resumed:.2f}s after the server was up\n"
+        f"\ndatabase down {span:.0f}s: enqueue raised StoreUnavailable after "
+        f"{_seconds([s for s, _ in refusals])} (pool timeout {POOL_TIMEOUT}s), last: "
+        f"{refusals[-1][1]}\n  worker log lines per second while down: {rates} (venturi's "
+        f"own: {own}, the rest psycopg_pool's connection attempts); both workers alive; a "
+        f"job enqueued after the restart started {resumed:.2f}s after the server was up\n"
         f"  {figures.line()}"
     )
     assert max(s for s, _ in refusals) < POOL_TIMEOUT + 10, "enqueue hung instead of failing"
     assert "no database connection" in refusals[-1][1], refusals
-    assert max(own_rates) <= 1.0, f"workers flood the log while the database is down:\n{logs}"
+    assert max(own) <= 1.0, f"workers flood the log while the database is down:\n{logs}"
     assert max(rates) <= 2.0, f"the pool floods the log while the database is down:\n{logs}"
     assert resumed < RESUME_BOUND, f"workers took {resumed:.1f}s to resume:\n{logs}"
 

@@ -18,17 +18,7 @@ LEASE = 0.75  # shorter than a run: only heartbeats keep the claims alive
 RUN_SECONDS = 1.0
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-def test_pool_of_two_with_sixteen_handlers(
-    database_dsn: str, shared_prefix: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    queue = venturi.Queue(database_dsn, prefix=shared_prefix, pool_size=2)
-    queue.migrate()
-    ledger.create(database_dsn, shared_prefix)
-    book = ledger.Ledger(database_dsn, shared_prefix, "pressure")
-    refused: list[str] = []
-
+def _register(queue: venturi.Queue, book: ledger.Ledger, refused: list[str]) -> None:
     @queue.job("pressure.parent", lease=LEASE, context=True)
     def parent(ctx: venturi.JobContext) -> None:
         token = book.started(ctx)
@@ -44,14 +34,24 @@ def test_pool_of_two_with_sixteen_handlers(
     def child(ctx: venturi.JobContext) -> None:
         book.finished(ctx, book.started(ctx))
 
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_pool_of_two_with_sixteen_handlers(
+    database_dsn: str, shared_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = venturi.Queue(database_dsn, prefix=shared_prefix, pool_size=2)
+    queue.migrate()
+    ledger.create(database_dsn, shared_prefix)
+    book = ledger.Ledger(database_dsn, shared_prefix, "pressure")
+    refused: list[str] = []
+    _register(queue, book, refused)
     caplog.set_level(logging.WARNING, logger="venturi")
     ids = queue.enqueue_many([venturi.NewJob("pressure.parent") for _ in range(PARENTS)])
     watch = Watch(database_dsn, shared_prefix)
     began = time.monotonic()
     with queue.worker(concurrency=THREADS, poll_interval=1):
-        wait_until(
-            lambda: watch.count("completed") == 2 * PARENTS, 120, 0.05, "every job to finish"
-        )
+        wait_until(lambda: watch.count("completed") == 2 * PARENTS, 120, 0.05, "all to finish")
     elapsed = time.monotonic() - began
     stats = queue.store.pool.get_stats()
     queue.close()

@@ -237,6 +237,20 @@ def _leaks(secret: str, exc: BaseException | None, records: list[logging.LogReco
     return found
 
 
+def _malformed_dsn_errors(role: str, password: str) -> list[venturi.ConfigurationError]:
+    """The errors for DSNs whose parse errors would quote (part of) the password: an
+    unquoted space inside it, and a URI that libpq cannot parse."""
+    errors = []
+    for dsn in (
+        f"host=127.0.0.1 password={password[:6]} {password[6:]}",
+        f"postgresql://{role}:{password}@[::1/postgres",
+    ):
+        with pytest.raises(venturi.ConfigurationError) as malformed:
+            venturi.Queue(dsn, prefix="anything")
+        errors.append(malformed.value)
+    return errors
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_dsn_password_never_appears_in_logs_or_errors(
@@ -268,17 +282,12 @@ def test_a_dsn_password_never_appears_in_logs_or_errors(
         wait_until(lambda: "listener" in caplog.text, 30, what="the worker to log its failure")
     bad.close()
     leaks += _leaks(wrong, failed.value, caplog.records)
-    # Malformed DSNs whose parse errors would quote (part of) the password.
-    for dsn in (
-        f"host=127.0.0.1 password={wrong[:6]} {wrong[6:]}",
-        f"postgresql://{role}:{wrong}@[::1/postgres",
-    ):
-        with pytest.raises(venturi.ConfigurationError) as malformed:
-            venturi.Queue(dsn, prefix=own_prefix)
-        leaks += _leaks(wrong[6:], malformed.value, []) + _leaks(wrong, malformed.value, [])
+    malformed = _malformed_dsn_errors(role, wrong)
+    for error in malformed:
+        leaks += _leaks(wrong[6:], error, []) + _leaks(wrong, error, [])
     print(
         f"\npassword kept out of {len(caplog.records)} log records and these errors:\n"
-        f"  {failed.value}\n  {malformed.value}"
+        f"  {failed.value}\n  " + "\n  ".join(map(str, malformed))
     )
     assert "password authentication failed" in str(failed.value)
     assert not leaks, leaks

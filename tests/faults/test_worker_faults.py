@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 import pytest
 from psycopg import sql
@@ -101,6 +102,17 @@ def test_handler_holding_the_gil_past_its_lease(
     assert figures.journal == {"recovered": 1, "completed": 1}
 
 
+def _released_after(watch: Watch, prefix: str, moment: datetime) -> dict[ULID, float]:
+    """Seconds from ``moment`` to each job's 'released' journal row."""
+    rows = watch.rows(
+        sql.SQL("SELECT job_id, recorded_at - %s FROM {} WHERE outcome = 'released'").format(
+            sql.Identifier(f"{prefix}_journal")
+        ),
+        (moment,),
+    )
+    return {ULID.from_uuid(job_id): delta.total_seconds() for job_id, delta in rows}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_sigterm_releases_prefetched_and_waits_for_running(
@@ -123,21 +135,13 @@ def test_sigterm_releases_prefetched_and_waits_for_running(
     worker.signal(signal.SIGTERM)
     code = worker.wait_exit(60)
     exited = time.monotonic() - began
-    journal = sql.Identifier(f"{shared_prefix}_journal")
-    released = watch.rows(
-        sql.SQL(
-            "SELECT job_id, recorded_at - %s FROM {} WHERE outcome = 'released' ORDER BY id"
-        ).format(journal),
-        (signalled,),
-    )
-    claimed_left = watch.count("claimed")
+    released = _released_after(watch, shared_prefix, signalled)
     assert code == 0, worker.log()
-    assert claimed_left == 0, "a job was left claimed: it would wait for its lease"
+    assert watch.count("claimed") == 0, "a job was left claimed: it would wait for its lease"
     assert queue.get(short).status == "completed"  # type: ignore[union-attr]
-    released_ids = [row[0] for row in released]
-    assert long.to_uuid() in released_ids and len(released_ids) == 5
-    prefetched_after = max(r[1].total_seconds() for r in released if r[0] != long.to_uuid())
-    long_after = next(r[1].total_seconds() for r in released if r[0] == long.to_uuid())
+    assert long in released and len(released) == 5
+    long_after = released.pop(long)
+    prefetched_after = max(released.values())
     fleet.spawn()
     wait_until(lambda: watch.unfinished() == 0, 60, 0.05, "the rest to run")
     fleet.close()
