@@ -162,7 +162,8 @@ class PostgresStore:
         if that attempt succeeds, the pool's connections were all busy."""
         conninfo, kwargs = self.connection_params()
         try:
-            psycopg.connect(conninfo, **kwargs).close()
+            # libpq's shortest timeout: the caller has already waited for the pool.
+            psycopg.connect(conninfo, **{**kwargs, "connect_timeout": 2}).close()
         except psycopg.Error as exc:
             return _first_line(exc)
         return f"all {self.pool.max_size} pooled connections were busy"
