@@ -344,3 +344,10 @@ def test_prefixes_are_valid_or_refused_before_any_sql(target: Target, name: str)
     with pytest.raises(venturi.InvalidPrefix, match="prefix"):
         venturi.Queue(target.dsn, prefix=name).migrate()
     assert target.conn.execute(relations).fetchone() == before
+
+
+def test_one_bad_job_in_a_batch_writes_none_of_it(target: Target) -> None:
+    batch = [venturi.NewJob("bad.input", {"n": n}) for n in range(5)]
+    batch.insert(3, venturi.NewJob("bad.input", {"blob": "x" * LIMIT}))
+    error = target.refused(target.queue.enqueue_many, batch)
+    assert isinstance(error, venturi.InvalidPayload) and "limit" in str(error)
