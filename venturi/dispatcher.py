@@ -65,6 +65,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._busy = 0
         self._slot_freed = threading.Event()
+        self._probed = False
 
     def run(self) -> None:
         """The dispatcher thread's body: until ``stopping`` is set."""
@@ -87,6 +88,8 @@ class Dispatcher:
                     self._slot_freed.wait(self.poll_interval)
                     self._slot_freed.clear()
                 elif got < asked:
+                    if not self._probed and self.notifier.connected:
+                        self._probe()  # the listener was down at start; prove it now
                     self.notifier.wait(self.idle_timeout())
         finally:
             self.notifier.close()
@@ -149,13 +152,18 @@ class Dispatcher:
         return min(self.poll_interval, max(MIN_IDLE_WAIT, seconds))
 
     def _probe(self) -> None:
-        """Prove that LISTEN/NOTIFY round-trips; otherwise say once that we poll."""
+        """Prove that LISTEN/NOTIFY round-trips; otherwise say once that we poll.
+
+        If the listener cannot connect yet, the run loop probes again once it has.
+        """
         try:
-            self.notifier.connect()
+            if not self.notifier.connected:
+                self.notifier.connect()
             self.store.notify(f"probe:{self.name}")
         except Exception as exc:
-            logger.warning("listener not ready at start (%s); it will reconnect", exc)
+            logger.warning("listener not ready (%s); it will reconnect and probe then", exc)
             return
+        self._probed = True
         deadline = time.monotonic() + PROBE_TIMEOUT
         while time.monotonic() < deadline and not self._stopping.is_set():
             if self.notifier.wait(deadline - time.monotonic()):

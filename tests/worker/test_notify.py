@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import psycopg
 import pytest
 
 from tests.support import Probe, wait_until
@@ -124,3 +125,39 @@ def test_without_notifications_the_worker_says_so_once_and_polls(
     fallbacks = [r for r in caplog.records if "falling back to polling" in r.getMessage()]
     assert len(fallbacks) == 1
     assert fallbacks[0].name == "venturi.worker"
+
+
+class LateNotifier(PostgresNotifier):
+    """A listener whose first connection attempt fails, as when the server is briefly
+    unreachable at the moment the worker starts."""
+
+    attempts = 0
+
+    def connect(self) -> None:
+        LateNotifier.attempts += 1
+        if LateNotifier.attempts == 1:
+            raise psycopg.OperationalError("listener refused at start")
+        super().connect()
+
+
+class LateListeningStore(PostgresStore):
+    def notifier(self) -> PostgresNotifier:
+        conninfo, kwargs = self.connection_params()
+        return LateNotifier(conninfo, kwargs, self.prefix)
+
+
+def test_a_listener_down_at_start_is_probed_once_it_connects(queue: Queue) -> None:
+    @queue.job("late")
+    def late() -> None: ...
+
+    LateNotifier.attempts = 0
+    store = LateListeningStore(queue.store.pool, queue.store.prefix, owns_pool=False)
+    worker = Worker(store, queue.definitions, poll_interval=POLL)
+    worker.start()
+    try:
+        wait_until(lambda: worker.listening, timeout=QUICK, what="the probe after reconnecting")
+        job_id = queue.enqueue("late", {})
+        wait_until(completed(queue, job_id), timeout=QUICK, what="a job woken by NOTIFY")
+    finally:
+        worker.stop(timeout=5)
+    assert LateNotifier.attempts >= 2
