@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -30,6 +31,9 @@ REFUSALS = (venturi.InvalidJob, venturi.InvalidPrefix, ValueError, TypeError)
 SETTINGS = settings(
     max_examples=150,
     deadline=None,
+    # CI explores the same examples every run, so a landing never hangs on a coin toss;
+    # local runs keep drawing new ones.
+    derandomize=os.environ.get("CI") == "true",
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -301,7 +305,9 @@ def test_times_round_trip_or_are_refused(target: Target, at: datetime) -> None:
     error = target.refused(enqueue)
     if at.tzinfo is not None and at.utcoffset() is not None and _readable(at):
         assert error is None, error
-        assert jobs[0].visible_at == at
+        # In UTC: Python compares a wall time inside a DST fold unequal to every other
+        # zone's (PEP 495), though both name the same instant.
+        assert jobs[0].visible_at == at.astimezone(UTC)
     else:
         assert isinstance(error, venturi.InvalidJob) and "at" in str(error), error
 
