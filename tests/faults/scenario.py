@@ -100,9 +100,7 @@ def ledger_queue(
 ) -> tuple[venturi.Queue, ledger.Ledger]:
     """A migrated queue with the ledger kinds registered, for in-process workers; close
     both when done (the ledger holds a connection per handler thread)."""
-    queue = venturi.Queue(dsn, prefix=prefix, store=store, **queue_options)
-    queue.migrate()
-    ledger.create(dsn, prefix)
+    queue = prepare(dsn, prefix, store=store, **queue_options)
     book = ledger.Ledger(dsn, prefix, worker)
     ledger.register(queue, book, lease=lease, max_attempts=25)
     return queue, book
