@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql
 
 import venturi
+from venturi.registry import JobOptions
 
 WORK_KIND: Final = "fault.work"
 GIL_KIND: Final = "fault.gil"
@@ -130,14 +131,14 @@ def hold_gil(seconds: float) -> None:
 
 def register(queue: venturi.Queue, ledger: Ledger, *, lease: float, max_attempts: int) -> None:
     """Register the fault kinds on ``queue``, each recording its runs in ``ledger``."""
+    policy: JobOptions = {
+        "lease": lease,
+        "max_attempts": max_attempts,
+        "context": True,
+        "backoff": venturi.constant(0.2),
+    }
 
-    @queue.job(
-        WORK_KIND,
-        lease=lease,
-        max_attempts=max_attempts,
-        context=True,
-        backoff=venturi.constant(0.2),
-    )
+    @queue.job(WORK_KIND, **policy)
     def work(
         ctx: venturi.JobContext, ms: int = 0, first_ms: int | None = None, cooperative: bool = True
     ) -> int:
@@ -151,13 +152,7 @@ def register(queue: venturi.Queue, ledger: Ledger, *, lease: float, max_attempts
         ledger.finished(ctx, token)
         return ctx.attempt
 
-    @queue.job(
-        GIL_KIND,
-        lease=lease,
-        max_attempts=max_attempts,
-        context=True,
-        backoff=venturi.constant(0.2),
-    )
+    @queue.job(GIL_KIND, **policy)
     def gil(ctx: venturi.JobContext, seconds: float = 0.0) -> int:
         """Hold the GIL for ``seconds`` on the first run only."""
         token = ledger.started(ctx)
