@@ -156,13 +156,13 @@ class _AppState:
         self.worker: Worker | None = None
         self.worker_pid = 0
         self.lock = threading.Lock()
-        self.exit_hook_pid = 0
+        self.exit_hook = False
 
     def start_worker(self) -> Worker:
         with self.lock:
-            pid = os.getpid()
-            if self.worker is not None and self.worker_pid == pid:
-                return self.worker
+            running = self.running_worker()
+            if running is not None:
+                return running
             s = self.settings
             worker = self.lazy.get().worker(
                 kinds=s.worker_kinds,
@@ -170,12 +170,13 @@ class _AppState:
                 poll_interval=s.worker_poll_interval,
             )
             worker.start()
-            self.worker, self.worker_pid = worker, pid
-            if self.exit_hook_pid != pid:
+            self.worker, self.worker_pid = worker, os.getpid()
+            if not self.exit_hook:
                 # Handler threads are daemons: without this, exit would abandon running
-                # jobs to their lease instead of releasing them at once.
+                # jobs to their lease instead of releasing them at once. Once is enough:
+                # a forked child inherits the hook, and it stops only its own worker.
                 atexit.register(self.stop_worker)
-                self.exit_hook_pid = pid
+                self.exit_hook = True
             return worker
 
     def stop_worker(self, timeout: float | None = None) -> None:
