@@ -71,6 +71,20 @@ class Target:
             return exc
         return None
 
+    def round_trip(
+        self, kind: str, payload: Any, **options: Any
+    ) -> tuple[venturi.JobRecord | None, BaseException | None]:
+        """Enqueue through `refused`: the job as read back (None if refused), the refusal."""
+        jobs: list[venturi.JobRecord] = []
+
+        def enqueue() -> None:
+            job = self.queue.get(self.queue.enqueue(kind, payload, **options))
+            assert job is not None
+            jobs.append(job)
+
+        error = self.refused(enqueue)
+        return (jobs[0] if jobs else None), error
+
     def close(self) -> None:
         self.queue.close()
         self.conn.close()
@@ -178,12 +192,9 @@ def test_numbers_round_trip_or_are_refused(target: Target, number: float | int) 
     """jsonb keeps numbers as numeric: floats that would come back changed (-0.0 as 0.0,
     1e16 and up as ints) are refused; everything else comes back exactly."""
     payload = {"n": number}
-    jobs: list[venturi.JobRecord | None] = []
-    error = target.refused(
-        lambda: jobs.append(target.queue.get(target.queue.enqueue("n", payload)))
-    )
+    job, error = target.round_trip("n", payload)
     if error is None:
-        assert jobs[0] is not None and same(jobs[0].payload, payload), (jobs, payload)
+        assert job is not None and same(job.payload, payload), (job, payload)
     else:
         assert isinstance(error, venturi.InvalidPayload) and "payload.n" in str(error)
         assert isinstance(number, float)
@@ -225,17 +236,10 @@ def test_kinds_round_trip_or_are_refused(target: Target, kind: str) -> None:
 @SETTINGS
 @given(priority=st.integers(min_value=-(2**20), max_value=2**20) | st.sampled_from([True, 1.5]))
 def test_priorities_round_trip_or_are_refused(target: Target, priority: Any) -> None:
-    outcome: list[venturi.JobRecord] = []
-
-    def enqueue() -> None:
-        job = target.queue.get(target.queue.enqueue("bad.input", {}, priority=priority))
-        assert job is not None
-        outcome.append(job)
-
-    error = target.refused(enqueue)
+    job, error = target.round_trip("bad.input", {}, priority=priority)
     valid = type(priority) is int and SMALLINT_MIN <= priority <= SMALLINT_MAX
     if valid:
-        assert error is None and outcome[0].priority == priority
+        assert error is None and job is not None and job.priority == priority
     else:
         assert isinstance(error, venturi.InvalidJob) and "priority" in str(error)
 
@@ -254,18 +258,11 @@ def _seconds(delay: Any) -> float:
 @SETTINGS
 @given(delay=delays)
 def test_delays_round_trip_or_are_refused(target: Target, delay: Any) -> None:
-    jobs: list[venturi.JobRecord] = []
-
-    def enqueue() -> None:
-        job = target.queue.get(target.queue.enqueue("bad.input", {}, delay=delay))
-        assert job is not None
-        jobs.append(job)
-
-    error = target.refused(enqueue)
+    job, error = target.round_trip("bad.input", {}, delay=delay)
     seconds = _seconds(delay)
     if math.isfinite(seconds) and 0 <= seconds <= MAX_DELAY_SECONDS:
-        assert error is None, error
-        waited = (jobs[0].visible_at - jobs[0].created_at).total_seconds()
+        assert error is None and job is not None, error
+        waited = (job.visible_at - job.created_at).total_seconds()
         assert abs(waited - seconds) <= 1e-6 * max(1.0, seconds * 1e-9), (waited, seconds)
     else:
         assert isinstance(error, venturi.InvalidJob) and "delay" in str(error)
@@ -295,19 +292,12 @@ def _readable(at: datetime) -> bool:
 @SETTINGS
 @given(at=moments)
 def test_times_round_trip_or_are_refused(target: Target, at: datetime) -> None:
-    jobs: list[venturi.JobRecord] = []
-
-    def enqueue() -> None:
-        job = target.queue.get(target.queue.enqueue("bad.input", {}, at=at))
-        assert job is not None
-        jobs.append(job)
-
-    error = target.refused(enqueue)
+    job, error = target.round_trip("bad.input", {}, at=at)
     if at.tzinfo is not None and at.utcoffset() is not None and _readable(at):
-        assert error is None, error
+        assert error is None and job is not None, error
         # In UTC: Python compares a wall time inside a DST fold unequal to every other
         # zone's (PEP 495), though both name the same instant.
-        assert jobs[0].visible_at == at.astimezone(UTC)
+        assert job.visible_at == at.astimezone(UTC)
     else:
         assert isinstance(error, venturi.InvalidJob) and "at" in str(error), error
 
