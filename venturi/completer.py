@@ -45,37 +45,27 @@ class Completer:
         self._queue.put((held, settlement))
 
     def _loop(self) -> None:
+        """Flush batches until the stop marker (None), then flush what is left and end.
+
+        Only the first item of a batch is waited for, so a flush takes whatever arrived
+        meanwhile; after the marker nothing is waited for at all.
+        """
+        stopping = False
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch = [item]
-            stop_after = False
+            batch: list[tuple[HeldJob, Settlement]] = []
             while len(batch) < self.batch_size:
                 try:
-                    more = self._queue.get_nowait()
+                    item = self._queue.get(block=not batch and not stopping)
                 except queue.Empty:
                     break
-                if more is None:
-                    stop_after = True
-                    break
-                batch.append(more)
-            self._flush(batch)
-            if stop_after:
-                self._drain_rest()
+                if item is None:
+                    stopping = True
+                else:
+                    batch.append(item)
+            if batch:
+                self._flush(batch)
+            elif stopping:
                 return
-
-    def _drain_rest(self) -> None:
-        rest: list[tuple[HeldJob, Settlement]] = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                rest.append(item)
-        for start in range(0, len(rest), self.batch_size):
-            self._flush(rest[start : start + self.batch_size])
 
     def _flush(self, batch: list[tuple[HeldJob, Settlement]]) -> None:
         failures = 0

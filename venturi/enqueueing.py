@@ -59,12 +59,19 @@ class Enqueuer:
     def _query(self, name: str) -> Any:
         return sqlfiles.query(name, self.prefix)
 
+    def _first_row(
+        self, conn: psycopg.Connection[Any], name: str, params: dict[str, Any]
+    ) -> tuple[Any, ...] | None:
+        """Run one statement on ``conn`` and return its first row, if any."""
+        with conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(self._query(name), params)
+            return cur.fetchone() if cur.description else None
+
     def enqueue(self, conn: psycopg.Connection[Any], job: NewJob) -> ULID:
         job_id = ULID()
         params = self._params(job, job_id)
         if job.dedup_key is None:
-            with conn.cursor(row_factory=tuple_row) as cur:
-                _execute(conn, cur, self._query("enqueue"), params)
+            self._first_row(conn, "enqueue", params)
             return job_id
         if job.on_duplicate == "keep":
             return self._dedup_statement(conn, "enqueue_keep", params, job)
@@ -76,8 +83,7 @@ class Enqueuer:
         self, conn: psycopg.Connection[Any], name: str, params: dict[str, Any], job: NewJob
     ) -> ULID:
         for _ in range(_DEDUP_ATTEMPTS):
-            with conn.cursor(row_factory=tuple_row) as cur:
-                row = _execute(conn, cur, self._query(name), params)
+            row = self._first_row(conn, name, params)
             if row is not None:
                 return ULID.from_uuid(row[0])
         raise DuplicateJob(
@@ -146,27 +152,14 @@ class Enqueuer:
             "max_attempts": [j.max_attempts for _, j in plain],
         }
         if not deduped:
-            with conn.cursor(row_factory=tuple_row) as cur:
-                _execute(conn, cur, self._query("enqueue_many"), params)
+            self._first_row(conn, "enqueue_many", params)
             return ids
         self._join_callers_transaction(conn)
         with conn.transaction():
             if plain:
-                with conn.cursor(row_factory=tuple_row) as cur:
-                    cur.execute(self._query("enqueue_many"), params)
+                self._first_row(conn, "enqueue_many", params)
             result = list(ids)
             for index, job in enumerate(jobs):
                 if job.dedup_key is not None:
                     result[index] = self.enqueue(conn, job)
             return result
-
-
-def _execute(
-    conn: psycopg.Connection[Any],
-    cur: psycopg.Cursor[tuple[Any, ...]],
-    query: Any,
-    params: dict[str, Any],
-) -> tuple[Any, ...] | None:
-    """Run one statement and return its first row, if it returns any."""
-    cur.execute(query, params)
-    return cur.fetchone() if cur.description else None

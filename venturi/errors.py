@@ -45,3 +45,10 @@ class DuplicateJob(VenturiError):
 
 class ForkedError(VenturiError):
     """A queue or worker created before `os.fork()` was used in the child process."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name if it has none), for
+    one-line log records and error messages."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

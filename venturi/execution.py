@@ -8,10 +8,9 @@ from typing import Any
 
 from venturi.backoff import delay_for
 from venturi.context import JobContext, activate, deactivate
-from venturi.errors import InvalidJob, InvalidPayload, VenturiError
+from venturi.errors import InvalidJob, InvalidPayload
 from venturi.models import JobRecord, Settlement
 from venturi.outcomes import Fail, Pause, Retry
-from venturi.payload import encode_json
 from venturi.registry import JobDefinition
 
 logger = logging.getLogger("venturi.worker")
@@ -85,21 +84,20 @@ def failed(definition: JobDefinition, ctx: JobContext, exc: BaseException) -> Se
 def _backoff(definition: JobDefinition, job: JobRecord) -> float:
     try:
         return delay_for(definition.backoff, job.failure_count + 1)
-    except (VenturiError, Exception):
+    except Exception:
         logger.exception("backoff of %s failed; retrying at once", job.kind, extra=job_extra(job))
         return 0.0
 
 
 def _completed(ctx: JobContext, result: Any) -> Settlement:
     attachment = result if result is not None else ctx.attachment
-    note = _note(ctx, None)
-    if attachment is not None:
-        try:
-            encode_json(attachment, "return value")
-        except InvalidPayload as exc:
-            note = _join(note, f"return value not kept: not JSON-serialisable ({exc})")
-            attachment = None
-    return Settlement.complete(attachment=attachment, note=note)
+    settlement = Settlement.complete(attachment=attachment, note=_note(ctx, None))
+    try:
+        _ = settlement.attachment_json  # encoded once here, reused by the store
+    except InvalidPayload as exc:
+        note = _join(settlement.note, f"return value not kept: not JSON-serialisable ({exc})")
+        return Settlement.complete(note=note)
+    return settlement
 
 
 def _note(ctx: JobContext, text: str | None) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -258,15 +259,18 @@ class Settlement:
     note: str | None = None
     attachment: Any = None
 
-    @property
+    # Encoded once, when the worker checks the outcome is storable, and reused by the
+    # store's statement: a completion's attachment is never serialised twice.
+    @functools.cached_property
     def carry_json(self) -> str | None:
         """The new carry as JSON text, or None when the carry is kept."""
         if self.carry is KEEP:
             return None
         return encode_json(self.carry, "carry")
 
-    @property
+    @functools.cached_property
     def attachment_json(self) -> str | None:
+        """The attachment as JSON text, or None; raises `InvalidPayload` if unstorable."""
         return None if self.attachment is None else encode_json(self.attachment, "attachment")
 
     @classmethod

@@ -14,6 +14,7 @@ import psycopg
 from psycopg import pq
 
 from venturi import sqlfiles
+from venturi.errors import first_line
 from venturi.prefix import Prefix
 
 logger = logging.getLogger("venturi.notifier")
@@ -130,7 +131,7 @@ class PostgresNotifier:
         if conn is not None:
             conn.close()
         if not self._closed.is_set():
-            logger.warning("listener connection lost (%s); reconnecting", _first_line(exc))
+            logger.warning("listener connection lost (%s); reconnecting", first_line(exc))
 
     def _reconnect(self, timeout: float) -> bool:
         delay = min(RECONNECT_BACKOFF_CAP, 0.1 * (2 ** min(self._failures, 10)))
@@ -141,7 +142,7 @@ class PostgresNotifier:
         except psycopg.Error as exc:
             self._failures += 1
             if self._failures == 1 or (delay >= RECONNECT_BACKOFF_CAP and self._failures % 10 == 0):
-                logger.warning("listener cannot connect (%s); retrying", _first_line(exc))
+                logger.warning("listener cannot connect (%s); retrying", first_line(exc))
             return False
         if self._failures or self.reconnects:
             logger.info("listener reconnected")
@@ -224,8 +225,3 @@ def _wait_for(
     readable, writable, _ = select.select([] if write else fds, fds if write else [], [], left)
     if not readable and not writable:
         raise psycopg.OperationalError(f"no answer to the listener's ping within {timeout:g}s")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

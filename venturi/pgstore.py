@@ -18,7 +18,7 @@ from ulid import ULID
 
 from venturi import migrations, sqlfiles
 from venturi.enqueueing import Enqueuer
-from venturi.errors import ConfigurationError, DuplicateJob, StoreUnavailable
+from venturi.errors import ConfigurationError, DuplicateJob, StoreUnavailable, first_line
 from venturi.models import (
     SMALLINT_MIN,
     Claim,
@@ -112,19 +112,10 @@ class PostgresStore:
             raise ConfigurationError(
                 f"dsn is not a valid connection string: {_without_dsn_text(str(exc), dsn)}"
             ) from None
-        kwargs: dict[str, Any] = {"autocommit": True}
+        kwargs: dict[str, Any] = {}
         if "connect_timeout" not in params:
             kwargs["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
-        pool: ConnectionPool[Any] = ConnectionPool(
-            dsn,
-            min_size=min(2, size),
-            max_size=size,
-            kwargs=kwargs,
-            timeout=pool_timeout,
-            reconnect_timeout=RECONNECT_TIMEOUT,
-            name=f"venturi-{prefix.name}",
-            open=False,
-        )
+        pool = _new_pool(dsn, kwargs, size, pool_timeout, f"venturi-{prefix.name}")
         store = cls(pool, prefix, owns_pool=True, **options)  # may refuse an option
         pool.open(wait=False)  # only now, so a refused option leaves no pool running
         return store
@@ -154,7 +145,7 @@ class PostgresStore:
             # fail one request in turn (a worker backing off between claims would need a
             # minute to get through them); test and replace them all now instead.
             self.pool.check()
-            raise StoreUnavailable(f"database unavailable: {_first_line(exc)}") from exc
+            raise StoreUnavailable(f"database unavailable: {first_line(exc)}") from exc
 
     def _why_no_connection(self) -> str:
         """Why the pool had nothing to give. The pool only logs its connection errors, so
@@ -165,7 +156,7 @@ class PostgresStore:
             # libpq's shortest timeout: the caller has already waited for the pool.
             psycopg.connect(conninfo, **{**kwargs, "connect_timeout": 2}).close()
         except psycopg.Error as exc:
-            return _first_line(exc)
+            return first_line(exc)
         return f"all {self.pool.max_size} pooled connections were busy"
 
     def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
@@ -237,12 +228,17 @@ class PostgresStore:
             "carry": carry,
             "note": settlement.note,
         }
-        name = _SETTLE_FILES[settlement.action]
+        return self._repend(_SETTLE_FILES[settlement.action], params)
+
+    def _repend(self, name: str, params: dict[str, Any]) -> bool:
+        """Run a statement that may put a job back to pending; True if it applied.
+
+        Re-pending gives up the job's dedup key when a newer pending job holds it, but a
+        racing enqueue can take the key between that check and the write. The statement
+        then fails having changed nothing, so running it again is safe."""
         try:
             return bool(self._fetch(name, params))
         except errors.UniqueViolation:
-            # A newer pending job took the dedup key between our check and our write;
-            # the statement changed nothing, so running it again is safe.
             return bool(self._fetch(name, params))
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> set[ULID]:
@@ -279,10 +275,7 @@ class PostgresStore:
 
     def recover(self, job: JobRecord, delay: float = 0.0) -> bool:
         params = {"id": job.id.to_uuid(), "run": job.run_count, "delay": float(delay)}
-        try:
-            return bool(self._fetch("recover", params))
-        except errors.UniqueViolation:
-            return bool(self._fetch("recover", params))
+        return self._repend("recover", params)
 
     def next_visible_at(
         self, kinds: Sequence[str], priority_floor: int | None = None
@@ -313,16 +306,8 @@ class PostgresStore:
         """A store on the same database and prefix with a small pool of its own (built
         from the same connection parameters), for work a busy main pool must not starve."""
         conninfo, kwargs = self.connection_params()
-        pool: ConnectionPool[Any] = ConnectionPool(
-            conninfo,
-            min_size=1,
-            max_size=pool_size,
-            kwargs={**kwargs, "autocommit": True},
-            timeout=self.pool.timeout,
-            reconnect_timeout=RECONNECT_TIMEOUT,
-            name=f"venturi-{self.prefix.name}-side",
-            open=False,
-        )
+        name = f"venturi-{self.prefix.name}-side"
+        pool = _new_pool(conninfo, kwargs, pool_size, self.pool.timeout, name)
         pool.open(wait=False)
         return PostgresStore(
             pool, self.prefix, owns_pool=True, max_payload_bytes=self.max_payload_bytes
@@ -372,9 +357,7 @@ class PostgresStore:
         return [JobRecord.from_row(r) for r in self._fetch("history", params)]
 
     def cleanup(self, criteria: CleanupCriteria, batch: int = 1000) -> int:
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            # A batch of 0 deletes nothing yet never comes back "short": it would loop forever.
-            raise ConfigurationError(f"cleanup batch must be a positive int, got {batch!r}")
+        _check_batch(batch, "cleanup")
         params = {
             "finished_before": criteria.finished_before,
             "kind": criteria.kind,
@@ -412,9 +395,7 @@ class PostgresStore:
 
         A dead job whose dedup key a pending job holds stays dead.
         """
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            # As in cleanup: a batch of 0 never comes back short, so the loop would not end.
-            raise ConfigurationError(f"requeue batch must be a positive int, got {batch!r}")
+        _check_batch(batch, "requeue")
         params = {"kind": kind, "dead_before": self.now(), "note": note, "batch": batch}
         total = 0
         races = 0
@@ -435,6 +416,28 @@ class PostgresStore:
         """Close the pool if this store opened it; a borrowed pool is left alone."""
         if self.owns_pool:
             self.pool.close()
+
+
+def _new_pool(
+    conninfo: str, kwargs: dict[str, Any], size: int, timeout: float, name: str
+) -> ConnectionPool[Any]:
+    """An unopened pool of autocommit connections: each statement is its own transaction."""
+    return ConnectionPool(
+        conninfo,
+        min_size=min(2, size),
+        max_size=size,
+        kwargs={**kwargs, "autocommit": True},
+        timeout=timeout,
+        reconnect_timeout=RECONNECT_TIMEOUT,
+        name=name,
+        open=False,
+    )
+
+
+def _check_batch(batch: object, operation: str) -> None:
+    # A batch of 0 changes nothing yet never comes back "short": the loop would not end.
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ConfigurationError(f"{operation} batch must be a positive int, got {batch!r}")
 
 
 def _run(
@@ -466,8 +469,3 @@ def _without_dsn_text(message: str, dsn: str) -> str:
         lambda m: m.group(0) if len(m.group(1)) < 2 or m.group(1) not in dsn else '"…"',
         message,
     )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

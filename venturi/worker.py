@@ -121,7 +121,7 @@ class Worker:
         self._periodics: list[Periodic] = []
         self._side_store: Store | None = None
         self._completer: Completer | None = None
-        self._settler = Settler(store, self.held, self.events, self._force)
+        self._settler: Settler | None = None
 
     @property
     def capacity(self) -> int:
@@ -202,7 +202,7 @@ class Worker:
     def _build(self, leases: dict[str, float], heartbeat_every: float) -> None:
         # Heartbeat and reaper get a connection of their own: handlers that keep the main
         # pool busy must never make a beat late. Both run one short statement at a time.
-        self._settler.events = self.events  # ``events`` may be replaced until start
+        self._settler = Settler(self.store, self.held, self.events, self._force)
         self._side_store = self.store.sibling(pool_size=1)
         self._heartbeat = Heartbeat(self._side_store, self.held, self.events)
         reaper = Reaper(self._side_store, self.definitions, self.events)
@@ -272,6 +272,7 @@ class Worker:
             self._ready.put(_SENTINEL)
         self._join_handlers(deadline)
         still_running = [h for h in self.held.snapshot() if h.running and not h.lost]
+        assert self._settler is not None
         for held in still_running:
             self._settler.settle(held, Settlement.release("worker stopped before the run ended"))
         self._shut_down_helpers(deadline)
@@ -323,7 +324,7 @@ class Worker:
             released += 1
 
     def _release_unstarted(self, held: HeldJob) -> None:
-        assert self._dispatcher is not None
+        assert self._dispatcher is not None and self._settler is not None
         self._dispatcher.slot_freed()
         self._settler.settle(held, Settlement.release("worker stopping; never started"))
 
@@ -376,7 +377,7 @@ class Worker:
         return held
 
     def _handle_loop(self) -> None:
-        assert self._dispatcher is not None
+        assert self._dispatcher is not None and self._settler is not None
         while True:
             held = self._ready.get()
             if held is None:
