@@ -9,7 +9,7 @@ import pytest
 
 import venturi
 from tests.faults import invariants, ledger
-from tests.faults.scenario import Watch
+from tests.faults.scenario import Watch, prepare
 from tests.support import wait_until
 
 PARENTS = 48
@@ -40,9 +40,7 @@ def _register(queue: venturi.Queue, book: ledger.Ledger, refused: list[str]) -> 
 def test_pool_of_two_with_sixteen_handlers(
     database_dsn: str, shared_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    queue = venturi.Queue(database_dsn, prefix=shared_prefix, pool_size=2)
-    queue.migrate()
-    ledger.create(database_dsn, shared_prefix)
+    queue = prepare(database_dsn, shared_prefix, pool_size=2)
     book = ledger.Ledger(database_dsn, shared_prefix, "pressure")
     refused: list[str] = []
     _register(queue, book, refused)
