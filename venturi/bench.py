@@ -8,6 +8,7 @@ rounds and each venturi figure as a ratio to its ceiling.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -21,7 +22,7 @@ import click
 
 from venturi import bench_report
 from venturi.bench_ceilings import CEILING_BATCH, Ceilings
-from venturi.bench_support import BenchFailure, BenchSettings, drop_prefix
+from venturi.bench_support import BenchFailure, BenchSettings
 from venturi.bench_worker import drive
 from venturi.bench_workloads import VenturiBench
 
@@ -86,13 +87,16 @@ def run(
     """
     say = progress or (lambda _text: None)
     samples: dict[str, list[float]] = defaultdict(list)
-    main = VenturiBench(settings)
-    raw: Ceilings | None = None
-    backlog: VenturiBench | None = None
-    try:
+    # Each close drops its own tables; the stack runs every one, whatever raised.
+    with contextlib.ExitStack() as cleanup:
+        main = VenturiBench(settings)
+        cleanup.callback(main.close)
         raw = Ceilings(settings, main.prefix)
+        cleanup.callback(raw.close)
+        backlog: VenturiBench | None = None
         if "backlog" in workloads:
             backlog = VenturiBench(settings, "b")
+            cleanup.callback(backlog.close)
             say(f"filling a backlog of {settings.backlog:,} pending rows")
             backlog.fill_backlog(settings.backlog)
         groups = _groups(workloads, processes, main, raw, backlog)
@@ -102,13 +106,6 @@ def run(
                 for step in group if index % 2 == 0 else reversed(group):
                     for key, value in step().items():
                         samples[key].append(value)
-    finally:
-        if raw is not None:
-            raw.close()
-        main.close()
-        drop_prefix(settings.dsn, main.prefix, (f"{main.prefix}_raw",))
-        if backlog is not None:
-            backlog.close()
     described = {**attrs.asdict(settings), "workloads": list(workloads)}
     described.pop("dsn")
     described["processes"] = list(processes)

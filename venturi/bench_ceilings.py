@@ -74,7 +74,11 @@ class Ceilings:
         return compose(template, self.prefix, raw=self.table)
 
     def close(self) -> None:
-        self.conn.close()
+        """Drop the raw table and disconnect."""
+        try:
+            self.conn.execute(self._sql("DROP TABLE IF EXISTS {raw}"))
+        finally:
+            self.conn.close()
 
     def reset(self) -> None:
         self.conn.execute(self._sql("TRUNCATE {raw} RESTART IDENTITY"))

@@ -153,17 +153,6 @@ def fetch_one(
     return row
 
 
-def drop_prefix(dsn: str, prefix: str, extra_tables: tuple[str, ...] = ()) -> None:
-    """Drop a bench prefix's tables (and any ``extra_tables`` it made)."""
-    names = [f"{prefix}_journal", f"{prefix}_jobs", f"{prefix}_schema_history", *extra_tables]
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(
-                sql.SQL(", ").join(sql.Identifier(n) for n in names)
-            )
-        )
-
-
 def set_fillfactor(conn: psycopg.Connection[Any], prefix: str, fillfactor: int | None) -> None:
     """Override the jobs table's fillfactor (for measuring it); pages written later use it."""
     if fillfactor is None:

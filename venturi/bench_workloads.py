@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 
+from venturi import sqlfiles
 from venturi.bench_support import (
     BENCH_KIND,
     BenchFailure,
@@ -20,7 +21,6 @@ from venturi.bench_support import (
     Countdown,
     Ledger,
     compose,
-    drop_prefix,
     fetch_one,
     new_prefix,
     percentile,
@@ -70,9 +70,12 @@ class VenturiBench:
             ledger.record(n)
 
     def close(self) -> None:
+        """Close the queue and drop the prefix's tables."""
         self.queue.close()
-        self.conn.close()
-        drop_prefix(self.settings.dsn, self.prefix)
+        try:
+            self.conn.execute(sqlfiles.query("drop_prefix", self.queue.store.prefix))
+        finally:
+            self.conn.close()
 
     # -- rounds -----------------------------------------------------------------------
 
