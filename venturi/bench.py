@@ -180,9 +180,13 @@ def bench_command(
     }
     dsn = _resolve_dsn(dsn)
     settings = BenchSettings.quick(dsn, **overrides) if quick else BenchSettings(dsn, **overrides)
-    if settings.backlog == 0:
-        workloads = tuple(w for w in workloads or WORKLOADS if w != "backlog")
     chosen = workloads or WORKLOADS
+    if settings.backlog == 0:  # no rows to drain beside
+        chosen = tuple(w for w in chosen if w != "backlog")
+        if not chosen:
+            raise click.BadParameter(
+                "--backlog 0 leaves no workload to run", param_hint="'--workload'"
+            )
     say = None if as_json else (lambda text: click.echo(text, err=True))
     try:
         report = run(settings, chosen, _processes(processes), progress=say)

@@ -94,6 +94,18 @@ def test_bad_process_counts_are_refused_before_anything_runs(database_dsn: str) 
     assert "--processes takes counts like 1,2,4" in result.output
 
 
+def test_a_zero_backlog_drops_the_backlog_workload(database_dsn: str) -> None:
+    args = ["--dsn", database_dsn, "--quick", "--json", "--rounds", "1", "--backlog", "0"]
+    result = CliRunner().invoke(bench_command, [*args, "--workload", "backlog"])
+    assert result.exit_code == 2
+    assert "--backlog 0 leaves no workload" in result.output
+    result = CliRunner().invoke(
+        bench_command, [*args, "--workload", "backlog", "--workload", "enqueue"]
+    )
+    assert result.exit_code == 0, result.output
+    assert set(json.loads(result.stdout)["series"]) == {"enqueue", "ceiling.insert_notify"}
+
+
 def test_ledger_catches_a_job_run_twice_or_never() -> None:
     ledger = Ledger()
     ledger.reset(3)
