@@ -22,7 +22,7 @@ from rich.table import Table
 
 from venturi.errors import InvalidJob, VenturiError
 from venturi.models import JobRecord, to_uuid
-from venturi.queue import Queue
+from venturi.queue import DEFAULT_PREFIX, Queue
 
 QueueFactory = Callable[[], Queue]
 
@@ -146,9 +146,8 @@ class CliState:
 
     factory: QueueFactory | None
     dsn: str | None = None
-    prefix: str = "venturi"
+    prefix: str = DEFAULT_PREFIX
     _queue: Queue | None = None
-    _owned: list[Queue] = attrs.field(factory=list)
 
     @property
     def embedded_in_app(self) -> bool:
@@ -166,17 +165,14 @@ class CliState:
             else:
                 dsn = self.resolved_dsn()
                 check_reachable(dsn)
-                self._queue = self.own(Queue(dsn, prefix=self.prefix, pool_size=_CLI_POOL_SIZE))
+                self._queue = Queue(dsn, prefix=self.prefix, pool_size=_CLI_POOL_SIZE)
         return self._queue
 
-    def own(self, queue: Queue) -> Queue:
-        """Close ``queue`` when the command ends."""
-        self._owned.append(queue)
-        return queue
-
     def close(self) -> None:
-        while self._owned:
-            self._owned.pop().close()
+        """Close the queue if this built it (an application's queue stays open)."""
+        if self._queue is not None and not self.embedded_in_app:
+            self._queue.close()
+        self._queue = None
 
 
 pass_state = click.make_pass_decorator(CliState)
