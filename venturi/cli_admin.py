@@ -23,23 +23,14 @@ from venturi.cli_support import (
 from venturi.models import JobStatus, StatsSnapshot
 
 _TERMINAL = [s.value for s in JobStatus if s.terminal]
+_COUNTS = ("pending", "scheduled", "claimed", "completed", "dead", "cancelled")
 
 
 def _stats_json(snapshot: StatsSnapshot) -> dict[str, Any]:
+    fields = (*_COUNTS, "oldest_pending_seconds")
     return {
         "taken_at": snapshot.taken_at.isoformat(),
-        "kinds": {
-            k.kind: {
-                "pending": k.pending,
-                "scheduled": k.scheduled,
-                "claimed": k.claimed,
-                "completed": k.completed,
-                "dead": k.dead,
-                "cancelled": k.cancelled,
-                "oldest_pending_seconds": k.oldest_pending_seconds,
-            }
-            for k in snapshot.kinds
-        },
+        "kinds": {k.kind: {f: getattr(k, f) for f in fields} for k in snapshot.kinds},
     }
 
 
@@ -60,15 +51,14 @@ def stats(state: CliState, as_json: bool) -> None:
     if not snapshot.kinds:
         click.echo(f"no jobs under prefix {queue.prefix!r}")
         return
-    fields = ("pending", "scheduled", "claimed", "completed", "dead", "cancelled")
-    grid = table("kind", *fields, "oldest pending", footer=True)
+    grid = table("kind", *_COUNTS, "oldest pending", footer=True)
     grid.columns[0].footer = "total"
-    for column, field in zip(grid.columns[1:], fields, strict=False):
+    for column, field in zip(grid.columns[1:], _COUNTS, strict=False):
         column.justify = "right"
         column.footer = str(snapshot.total(field))
     grid.columns[-1].justify = "right"
     for k in snapshot.kinds:
-        counts = [str(getattr(k, field)) for field in fields]
+        counts = [str(getattr(k, field)) for field in _COUNTS]
         grid.add_row(k.kind, *counts, show_age(k.oldest_pending_seconds))
     console().print(grid)
 
