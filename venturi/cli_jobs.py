@@ -7,8 +7,10 @@ import sys
 from datetime import datetime
 from typing import Any
 
+import attrs
 import click
 from rich.table import Table
+from ulid import ULID
 
 from venturi.cli_support import (
     DURATION,
@@ -111,26 +113,16 @@ def _summary(note: str | None) -> str:
     return line if len(lines) == 1 else f"{line} (+{len(lines) - 1} lines)"
 
 
+def _jsonable(_record: Any, _field: Any, value: Any) -> Any:
+    """An attrs value serializer: ids and statuses as text, times in ISO 8601."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value) if isinstance(value, ULID | JobStatus) else value
+
+
 def _record_json(record: JobRecord) -> dict[str, Any]:
-    return {
-        "id": str(record.id),
-        "kind": record.kind,
-        "status": record.status.value,
-        "priority": record.priority,
-        "payload": record.payload,
-        "carry": record.carry,
-        "run_count": record.run_count,
-        "failure_count": record.failure_count,
-        "max_attempts": record.max_attempts,
-        "dedup_key": record.dedup_key,
-        "created_at": record.created_at.isoformat(),
-        "visible_at": record.visible_at.isoformat(),
-        "finished_at": None if record.finished_at is None else record.finished_at.isoformat(),
-        "claimed_by": record.claimed_by,
-        "claim_expires_at": None
-        if record.claim_expires_at is None
-        else record.claim_expires_at.isoformat(),
-    }
+    """Every field of the record, as JSON values."""
+    return attrs.asdict(record, recurse=False, value_serializer=_jsonable)
 
 
 def _journal_json(entry: JournalRecord) -> dict[str, Any]:
