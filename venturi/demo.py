@@ -12,14 +12,14 @@ import time
 from typing import Any, Final
 
 import attrs
-from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from ulid import ULID
 
 from venturi import sqlfiles
 from venturi.backoff import exponential
+from venturi.cli_jobs import journal_table
+from venturi.cli_support import table
 from venturi.context import JobContext
 from venturi.errors import VenturiError
 from venturi.events import WorkerEvents
@@ -302,20 +302,14 @@ def render_report(report: DemoReport, out: Console) -> None:
         f"{requested - jobs}); all {report.finished} finished in {report.elapsed:.1f}s: "
         f"[bold]{rate:.0f} jobs/s[/] ({runs} runs, {runs / max(report.elapsed, 1e-9):.0f} runs/s)"
     )
-    table = Table(
-        title="outcomes per kind",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
-    )
-    table.add_column("kind", no_wrap=True)
-    for column in ("enqueued", "jobs", "merged", "runs", "retried", "paused", "completed"):
-        table.add_column(column, justify="right")
-    table.add_column("dead", justify="right", style="red")
+    counts = ("enqueued", "jobs", "merged", "runs", "retried", "paused", "completed", "dead")
+    grid = table("kind", *counts, title="outcomes per kind")
+    for column in grid.columns[1:]:
+        column.justify = "right"
+    grid.columns[-1].style = "red"
     for kind in KINDS:
         runs_of_kind = sum(report.tally.count(kind, o) for o in Outcome)
-        table.add_row(
+        grid.add_row(
             kind,
             str(report.requested.get(kind, 0)),
             str(report.jobs.get(kind, 0)),
@@ -326,23 +320,9 @@ def render_report(report: DemoReport, out: Console) -> None:
             str(report.completed.get(kind, 0)),
             str(report.dead.get(kind, 0)),
         )
-    out.print(table)
+    out.print(grid)
     if report.sample is not None:
-        _render_sample(report.sample, report.sample_journal, out)
-
-
-def _render_sample(job: JobRecord, journal: list[JournalRecord], out: Console) -> None:
-    table = Table(
-        title=f"journal of {job.kind} job {job.id}: paused, resumed with its carry",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
-    )
-    for column in ("run", "outcome", "note", "attachment"):
-        table.add_column(column)
-    for entry in journal:
-        attachment = "" if entry.attachment is None else json.dumps(entry.attachment)
-        table.add_row(str(entry.run_no), entry.outcome.value, entry.note or "", attachment)
-    out.print(table)
-    out.print(f"payload {json.dumps(job.payload)}, last carry {json.dumps(job.carry)}")
+        job = report.sample
+        title = f"journal of {job.kind} job {job.id}: paused, resumed with its carry"
+        out.print(journal_table(report.sample_journal, title=title))
+        out.print(f"payload {json.dumps(job.payload)}, last carry {json.dumps(job.carry)}")
