@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import statistics
-import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from venturi.cli_support import console as stdout_console
 
 # (label, venturi series, ceiling series, target ratio or None): each venturi figure
 # against the raw-SQL ceiling (or the empty-table rate) measured in the same run.
@@ -100,8 +101,7 @@ def _met(met: bool | None) -> str:
 
 def render(report: dict[str, Any], console: Console | None = None) -> None:
     """Print the report as tables: ratios to ceilings, absolute limits, every series."""
-    # A pipe or a file gets a fixed width wide enough for the rows, not rich's 80.
-    console = console or Console(width=None if sys.stdout.isatty() else 132)
+    console = console or stdout_console()
     series = report["series"]
     ratios = Table(title="venturi vs. ceilings (median, min-max over rounds)")
     for column in ("workload", "venturi jobs/s", "ceiling", "ceiling jobs/s", "ratio", "target"):
