@@ -105,6 +105,11 @@ def sample(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+def settled_total(samples: Samples) -> float:
+    """Settled runs counted over every kind and outcome."""
+    return sum(v for (name, _), v in samples.items() if name == "venturi_jobs_settled_total")
+
+
 def start_cli_process(
     args: list[str], cwd: Path, env: dict[str, str], log: Path
 ) -> subprocess.Popen[bytes]:

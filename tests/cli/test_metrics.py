@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import venturi
-from tests.cli.conftest import CLOSED_PORT_DSN, Samples, answers, free_port, sample, scrape
+from tests.cli.conftest import CLOSED_PORT_DSN, answers, free_port, sample, scrape, settled_total
 from tests.support import wait_until
 from venturi.metrics import QueueMetrics, settled_outcome, wsgi_app
 from venturi.models import JobRecord, Settlement
@@ -21,10 +21,6 @@ from venturi.models import JobRecord, Settlement
 
 def _finished(queue: venturi.Queue, ids: list[object]) -> bool:
     return all(queue.get(i).status in ("completed", "dead") for i in ids)  # type: ignore[arg-type, union-attr]
-
-
-def _settled(samples: Samples) -> float:
-    return sum(v for (name, _), v in samples.items() if name == "venturi_jobs_settled_total")
 
 
 def test_worker_metrics_port_serves_what_ran(queue: venturi.Queue) -> None:
@@ -37,7 +33,9 @@ def test_worker_metrics_port_serves_what_ran(queue: venturi.Queue) -> None:
     with worker:
         wait_until(lambda: _finished(queue, ids), timeout=60, what="the jobs to finish")
         # Events follow the commit, so the counters may trail the rows by a moment.
-        wait_until(lambda: _settled(scrape(port)) >= 8, timeout=30, what="8 settlements counted")
+        wait_until(
+            lambda: settled_total(scrape(port)) >= 8, timeout=30, what="8 settlements counted"
+        )
         samples = scrape(port)
     settled = "venturi_jobs_settled_total"
     assert sample(samples, settled, kind="ok", outcome="completed") == 4

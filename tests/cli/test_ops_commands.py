@@ -23,6 +23,7 @@ from tests.cli.conftest import (
     one_error_line,
     sample,
     scrape,
+    settled_total,
     start_cli_process,
 )
 from tests.support import wait_until
@@ -120,10 +121,7 @@ def test_healthcheck_fails_without_schema_or_database(invoke: Invoke) -> None:
 
 def _counted(samples: Samples | None, settlements: int) -> Samples | None:
     """The samples once they count ``settlements`` settled runs, else None."""
-    if samples is None:
-        return None
-    total = sum(v for (name, _), v in samples.items() if name == "venturi_jobs_settled_total")
-    return samples if total >= settlements else None
+    return samples if samples is not None and settled_total(samples) >= settlements else None
 
 
 def _app_dir(tmp_path: Path, name: str) -> Path:
