@@ -13,6 +13,9 @@ from typing import Any, LiteralString, TypeVar
 import psycopg
 import psycopg.sql
 
+from venturi import sqlfiles
+from venturi.prefix import Prefix
+
 T = TypeVar("T")
 
 SHARED_SERVER_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -65,13 +68,7 @@ def start_embedded_server() -> tuple[str, Any]:
 def drop_prefix(dsn: str, prefix: str) -> None:
     """Remove a test prefix's tables (best effort, the run's own leftovers only)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            psycopg.sql.SQL("DROP TABLE IF EXISTS {}, {}, {} CASCADE").format(
-                psycopg.sql.Identifier(f"{prefix}_journal"),
-                psycopg.sql.Identifier(f"{prefix}_jobs"),
-                psycopg.sql.Identifier(f"{prefix}_schema_history"),
-            )
-        )
+        conn.execute(sqlfiles.query("drop_prefix", Prefix(prefix)))
 
 
 class Probe:

@@ -17,8 +17,9 @@ import click
 import psycopg
 from rich.console import Console
 
-from venturi.cli_support import CliState, check_reachable, console, pass_state, redact
+from venturi.cli_support import CliState, check_reachable, console, pass_state
 from venturi.demo import DemoReport, drop_tables, render_report, run_demo
+from venturi.pgstore import redact_dsn
 from venturi.queue import Queue
 
 # Tried in order when no DSN is given: libpq's defaults (PG* variables, the local socket),
@@ -52,7 +53,7 @@ def _from_dsn(dsn: str, server: str, how: str, pool_size: int) -> DemoDatabase:
     return DemoDatabase(
         description=f"PostgreSQL {server} ({how})",
         make_queue=lambda prefix: Queue(dsn, prefix=prefix, pool_size=pool_size),
-        dsn_flag="" if from_env else f"--dsn {shlex.quote(redact(dsn))} ",
+        dsn_flag="" if from_env else f"--dsn {shlex.quote(redact_dsn(dsn))} ",
         lasting=True,
     )
 
@@ -107,7 +108,7 @@ def choose_database(state: CliState, embedded: bool, pool_size: int) -> Iterator
     if state.dsn is not None:
         check_reachable(state.dsn)
         source = "from VENTURI_DSN" if state.dsn == os.environ.get("VENTURI_DSN") else "--dsn"
-        yield _from_dsn(state.dsn, _server(state.dsn) or redact(state.dsn), source, pool_size)
+        yield _from_dsn(state.dsn, _server(state.dsn) or redact_dsn(state.dsn), source, pool_size)
         return
     for candidate in LOCAL_CANDIDATES:
         server = _server(candidate)

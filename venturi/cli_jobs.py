@@ -279,9 +279,9 @@ def dead(state: CliState, kind: str | None, limit: int, before: str | None, as_j
     """
     queue = state.queue()
     records = _page(queue, kind, JobStatus.DEAD.value, limit, before)
-    reasons = {r.id: _last_note(queue.journal(r.id)) for r in records}
+    reasons = queue.store.last_notes([r.id for r in records])
     if as_json:
-        echo_json([{**_record_json(r), "reason": reasons[r.id]} for r in records])
+        echo_json([{**_record_json(r), "reason": reasons.get(r.id)} for r in records])
         _next_page_hint(records, limit, "venturi dead")
         return
     if not records:
@@ -289,16 +289,11 @@ def dead(state: CliState, kind: str | None, limit: int, before: str | None, as_j
         return
     grid = table("id", "kind", "failures", "died", "reason")
     for r in records:
-        reason = _summary(reasons[r.id])
+        reason = _summary(reasons.get(r.id))
         grid.add_row(str(r.id), r.kind, str(r.failure_count), show_time(r.finished_at), reason)
     console().print(grid)
     _next_page_hint(records, limit, "venturi dead")
     click.echo("requeue: venturi requeue ID, or venturi requeue --all-dead [--kind K]", err=True)
-
-
-def _last_note(entries: list[JournalRecord]) -> str | None:
-    notes = [e.note for e in entries if e.note]
-    return notes[-1] if notes else None
 
 
 def job_commands() -> list[click.Command]:

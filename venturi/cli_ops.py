@@ -13,12 +13,10 @@ import psycopg
 from psycopg import sql
 
 from venturi import __version__, migrations, sqlfiles
-from venturi.cli_support import DURATION, CliState, import_queue, one_line, pass_state
-from venturi.errors import VenturiError
+from venturi.cli_support import DURATION, CliState, import_queue, pass_state
+from venturi.errors import VenturiError, first_line
 from venturi.prefix import Prefix
 from venturi.queue import Queue
-
-DEFAULT_MIGRATION_LOCK_TIMEOUT = 60.0
 
 
 @click.command()
@@ -51,7 +49,7 @@ def schema_script(prefix: Prefix, after: int = 0) -> str:
     """The DDL of every migration later than ``after`` for ``prefix``, as one transaction
     that takes the same advisory lock and records the same history as `venturi migrate`."""
     wanted = [(v, name) for v, name in migrations.known_migrations() if v > after]
-    lock_ms = f"{int(DEFAULT_MIGRATION_LOCK_TIMEOUT * 1000)}ms"
+    lock_ms = f"{int(migrations.DEFAULT_LOCK_TIMEOUT * 1000)}ms"
     parts = [
         f"-- venturi {__version__}: schema of prefix {prefix.name!r}, "
         f"migrations {', '.join(n for _, n in wanted) or '(none)'}.",
@@ -242,7 +240,7 @@ def healthcheck(ctx: click.Context, state: CliState, timeout: float) -> None:
         try:
             detail = check()
         except (VenturiError, psycopg.Error) as exc:
-            click.echo(f"FAIL {label}: {one_line(exc)}")
+            click.echo(f"FAIL {label}: {first_line(exc)}")
             ctx.exit(1)
         click.echo(f"ok   {label}: {detail}")
 

@@ -15,13 +15,14 @@ from typing import Any, Final
 import attrs
 import click
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from venturi.errors import InvalidJob, VenturiError
+from venturi.errors import InvalidJob, VenturiError, first_line
 from venturi.models import JobRecord, to_uuid
+from venturi.pgstore import redact_dsn
 from venturi.queue import DEFAULT_PREFIX, Queue
 
 QueueFactory = Callable[[], Queue]
@@ -91,23 +92,6 @@ def require_job(queue: Queue, job_id: str) -> JobRecord:
     return record
 
 
-def redact(dsn: str) -> str:
-    """A DSN fit to print: the password (and passfile) removed, whatever the DSN form."""
-    try:
-        params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparseable DSN>"
-    safe = {k: v for k, v in params.items() if k not in ("password", "passfile")}
-    return make_conninfo("", **safe) if safe else "(libpq defaults)"
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception as one line of text."""
-    text = str(exc).strip()
-    first = text.splitlines()[0].strip() if text else ""
-    return first or type(exc).__name__
-
-
 def check_reachable(dsn: str) -> None:
     """Connect once, so an unreachable or refused DSN fails now with libpq's own reason
     instead of a pool timeout later."""
@@ -125,9 +109,9 @@ def check_reachable(dsn: str) -> None:
         with psycopg.connect(dsn, **extra):
             return
     except psycopg.Error as exc:
-        reason = scrub(one_line(exc), dsn)
+        reason = scrub(first_line(exc), dsn)
         raise click.ClickException(
-            f"cannot connect to PostgreSQL ({redact(dsn)}): {reason}"
+            f"cannot connect to PostgreSQL ({redact_dsn(dsn)}): {reason}"
         ) from None
 
 
@@ -195,12 +179,12 @@ class VenturiGroup(click.Group):
             where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
             raise UsageProblem(f"{exc.format_message()} (see {where} --help)") from None
         except VenturiError as exc:
-            raise click.ClickException(_scrubbed(ctx, one_line(exc))) from None
+            raise click.ClickException(_scrubbed(ctx, first_line(exc))) from None
         except psycopg.Error as exc:
             hint = ""
             if isinstance(exc, psycopg.errors.UndefinedTable):
                 hint = " (has `venturi migrate` run for this prefix?)"
-            text = _scrubbed(ctx, one_line(exc))
+            text = _scrubbed(ctx, first_line(exc))
             raise click.ClickException(f"database error: {text}{hint}") from None
 
 
@@ -223,7 +207,7 @@ def import_queue(spec: str) -> Queue:
         module = importlib.import_module(module_name)
     except Exception as exc:
         raise click.ClickException(
-            f"cannot import {module_name!r} for --app: {type(exc).__name__}: {one_line(exc)}"
+            f"cannot import {module_name!r} for --app: {type(exc).__name__}: {first_line(exc)}"
         ) from None
     target = getattr(module, attribute, None)
     if target is None:

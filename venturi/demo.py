@@ -23,7 +23,7 @@ from venturi.cli_support import table
 from venturi.context import JobContext
 from venturi.errors import VenturiError
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord, JournalRecord, NewJob, Outcome, SettleAction, Settlement
+from venturi.models import JobRecord, JournalRecord, NewJob, Outcome, Settlement
 from venturi.outcomes import Fail, Pause
 from venturi.queue import Queue
 
@@ -128,18 +128,6 @@ def compose_batch(queue: Queue, requests: int, rng: random.Random) -> list[NewJo
 # -- running it --------------------------------------------------------------------------
 
 
-def _outcome(job: JobRecord, settlement: Settlement) -> Outcome:
-    if settlement.action is SettleAction.RETRY and job.failure_count + 1 >= job.max_attempts:
-        return Outcome.DEAD
-    return {
-        SettleAction.COMPLETE: Outcome.COMPLETED,
-        SettleAction.RETRY: Outcome.RETRIED,
-        SettleAction.PAUSE: Outcome.PAUSED,
-        SettleAction.DEAD: Outcome.DEAD,
-        SettleAction.RELEASE: Outcome.RELEASED,
-    }[settlement.action]
-
-
 class Tally(WorkerEvents):
     """Counts runs by kind and outcome as the worker settles them; `done` is set once
     ``target`` jobs reached a final state."""
@@ -173,7 +161,7 @@ class Tally(WorkerEvents):
         self, job: JobRecord, settlement: Settlement, applied: bool, duration: float
     ) -> None:
         if applied:
-            self._record(job.kind, _outcome(job, settlement), run=True)
+            self._record(job.kind, settlement.outcome_for(job), run=True)
 
     def job_recovered(self, job: JobRecord, dead: bool) -> None:
         self._record(job.kind, Outcome.DEAD if dead else Outcome.RECOVERED, run=False)

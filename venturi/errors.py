@@ -51,4 +51,4 @@ def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (its type name if it has none), for
     one-line log records and error messages."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return text.splitlines()[0].strip() if text else type(exc).__name__

@@ -28,7 +28,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from venturi.errors import ConfigurationError
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord, SettleAction, Settlement, StatsSnapshot
+from venturi.models import JobRecord, Settlement, StatsSnapshot
 
 logger = logging.getLogger("venturi.metrics")
 
@@ -37,13 +37,6 @@ DURATION_BUCKETS: Final = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
     3600.0,
 )  # fmt: skip
-_SETTLED_OUTCOMES: Final = {
-    SettleAction.COMPLETE: "completed",
-    SettleAction.RETRY: "retried",
-    SettleAction.PAUSE: "paused",
-    SettleAction.DEAD: "dead",
-    SettleAction.RELEASE: "released",
-}
 _STATUS_FIELDS: Final = ("pending", "scheduled", "claimed", "completed", "dead", "cancelled")
 
 
@@ -55,9 +48,7 @@ class StatsSource(Protocol):
 
 def settled_outcome(job: JobRecord, settlement: Settlement) -> str:
     """The journal outcome an applied settlement records (a last retry is ``dead``)."""
-    if settlement.action is SettleAction.RETRY and job.failure_count + 1 >= job.max_attempts:
-        return "dead"
-    return _SETTLED_OUTCOMES[settlement.action]
+    return settlement.outcome_for(job).value
 
 
 class MetricsEvents(WorkerEvents):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from psycopg import errors
@@ -23,6 +23,10 @@ def known_migrations() -> list[tuple[int, str]]:
 
 def latest_version() -> int:
     return known_migrations()[-1][0]
+
+
+# How long `migrate` waits for another session's migration of the same prefix.
+DEFAULT_LOCK_TIMEOUT: Final = 60.0
 
 
 def migrate(conn: psycopg.Connection[Any], prefix: Prefix, lock_timeout: float) -> list[str]:

@@ -248,6 +248,15 @@ class SettleAction(enum.StrEnum):
     RELEASE = "release"
 
 
+_OUTCOMES: Final = {
+    SettleAction.COMPLETE: Outcome.COMPLETED,
+    SettleAction.RETRY: Outcome.RETRIED,
+    SettleAction.PAUSE: Outcome.PAUSED,
+    SettleAction.DEAD: Outcome.DEAD,
+    SettleAction.RELEASE: Outcome.RELEASED,
+}
+
+
 @attrs.frozen
 class Settlement:
     """How a claimed run ends. Built with the named constructors, applied by the store."""
@@ -272,6 +281,13 @@ class Settlement:
     def attachment_json(self) -> str | None:
         """The attachment as JSON text, or None; raises `InvalidPayload` if unstorable."""
         return None if self.attachment is None else encode_json(self.attachment, "attachment")
+
+    def outcome_for(self, job: JobRecord) -> Outcome:
+        """The journal outcome this settlement records for ``job`` when it applies: a
+        retry on the last attempt records ``dead``, as the settle statement decides."""
+        if self.action is SettleAction.RETRY and job.failure_count + 1 >= job.max_attempts:
+            return Outcome.DEAD
+        return _OUTCOMES[self.action]
 
     @classmethod
     def complete(cls, attachment: Any = None, note: str | None = None) -> Settlement:

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import psycopg
 from psycopg import errors, sql
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from ulid import ULID
@@ -57,12 +57,15 @@ _SETTLE_FILES: Final = {
 }
 
 
-def _redacted(conninfo: str) -> str:
+def redact_dsn(dsn: str) -> str:
+    """A DSN fit to print or paste back: the password (and passfile) removed, whatever
+    the DSN form."""
     try:
-        params = conninfo_to_dict(conninfo)
+        params = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         return "<unparseable DSN>"
-    return " ".join(f"{k}={v}" for k, v in params.items() if k not in ("password", "passfile"))
+    safe = {k: v for k, v in params.items() if k not in ("password", "passfile")}
+    return make_conninfo("", **safe) if safe else "(libpq defaults)"
 
 
 class PostgresStore:
@@ -81,7 +84,7 @@ class PostgresStore:
         *,
         owns_pool: bool,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-        migration_lock_timeout: float = 60.0,
+        migration_lock_timeout: float = migrations.DEFAULT_LOCK_TIMEOUT,
     ) -> None:
         if max_payload_bytes < 1:
             raise ConfigurationError(f"max_payload_bytes must be positive, got {max_payload_bytes}")
@@ -136,7 +139,7 @@ class PostgresStore:
         except PoolTimeout as exc:
             raise StoreUnavailable(
                 f"no database connection within {self.pool.timeout:g}s "
-                f"({_redacted(self.connection_params()[0])}): {self._why_no_connection()}"
+                f"({redact_dsn(self.connection_params()[0])}): {self._why_no_connection()}"
             ) from exc
         except psycopg.OperationalError as exc:
             if not _means_unreachable(exc):
@@ -341,6 +344,13 @@ class PostgresStore:
 
     def journal(self, job_id: JobId) -> list[JournalRecord]:
         return [JournalRecord.from_row(r) for r in self._fetch("journal", {"id": to_uuid(job_id)})]
+
+    def last_notes(self, job_ids: Sequence[JobId]) -> dict[ULID, str]:
+        """Each job's latest non-empty journal note (jobs without one are left out)."""
+        if not job_ids:
+            return {}
+        rows = self._fetch("last_notes", {"ids": [to_uuid(i) for i in job_ids]})
+        return {ULID.from_uuid(row[0]): row[1] for row in rows}
 
     def history(
         self, filter: HistoryFilter, before: HistoryCursor | None = None, limit: int = 50

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from venturi.cli_jobs import _summary
-from venturi.cli_support import one_line, parse_duration, redact, scrub
+from venturi.cli_support import parse_duration, scrub
+from venturi.errors import first_line
+from venturi.pgstore import redact_dsn
 
 
 @pytest.mark.parametrize(
@@ -35,8 +37,8 @@ def test_bad_durations_are_refused_with_the_rule(text: str) -> None:
 
 
 def test_redact_drops_the_password_from_uris_and_keyword_strings() -> None:
-    uri = redact("postgresql://app:s3cret@db.example.com:6432/jobs?sslmode=require")
-    words = redact("host=db port=5432 user=app password=s3cret dbname=jobs")
+    uri = redact_dsn("postgresql://app:s3cret@db.example.com:6432/jobs?sslmode=require")
+    words = redact_dsn("host=db port=5432 user=app password=s3cret dbname=jobs")
     for text in (uri, words):
         assert "s3cret" not in text
         assert "password" not in text
@@ -45,7 +47,7 @@ def test_redact_drops_the_password_from_uris_and_keyword_strings() -> None:
 
 
 def test_redact_never_echoes_an_unparseable_dsn() -> None:
-    assert redact("host=db password=s3cret oops") == "<unparseable DSN>"
+    assert redact_dsn("host=db password=s3cret oops") == "<unparseable DSN>"
 
 
 def test_scrub_masks_a_password_a_message_quotes() -> None:
@@ -54,9 +56,9 @@ def test_scrub_masks_a_password_a_message_quotes() -> None:
     assert scrub("nothing to hide", "host=db") == "nothing to hide"
 
 
-def test_one_line_keeps_the_first_line_or_the_type() -> None:
-    assert one_line(RuntimeError("first\nsecond")) == "first"
-    assert one_line(KeyError()) == "KeyError"
+def test_first_line_keeps_the_first_line_or_the_type() -> None:
+    assert first_line(RuntimeError("first\nsecond")) == "first"
+    assert first_line(KeyError()) == "KeyError"
 
 
 @pytest.mark.parametrize(

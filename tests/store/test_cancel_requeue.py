@@ -106,3 +106,13 @@ def test_requeue_dead_refuses_a_batch_that_could_never_finish(
 ) -> None:
     with pytest.raises(ConfigurationError, match="batch"):
         store.requeue_dead(batch=batch)
+
+
+def test_last_notes_reads_each_jobs_latest_note_in_one_statement(store: PostgresStore) -> None:
+    noted = store.enqueue(NewJob("k", {}))
+    quiet = store.enqueue(NewJob("k", {}))
+    assert store.cancel(noted, note="first")
+    assert store.requeue(noted, note="second")
+    assert store.cancel(quiet)
+    assert store.last_notes([noted, quiet]) == {noted: "second"}
+    assert store.last_notes([]) == {}
