@@ -110,6 +110,12 @@ class Completer:
                 stop=self._give_up,
             )
         except StoreError as exc:
+            if len(batch) > 1 and retrying.classify(exc) is retrying.ErrorClass.STATEMENT:
+                # One run's settlement the database refuses (a constraint, a value it
+                # cannot store) must not take the rest of its batch with it.
+                for item in batch:
+                    self._flush([item])
+                return
             for held, _ in batch:
                 self.on_dropped(held, exc)
             return
