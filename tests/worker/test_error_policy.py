@@ -234,7 +234,7 @@ def test_a_fatal_database_error_fails_the_worker_at_once(
 
 
 def test_deadlines_fire_in_order_on_time() -> None:
-    fired: list[tuple[str, float]] = []
+    fired: list[tuple[Any, float]] = []
     deadlines = Deadlines(lambda held: fired.append((held.job, time.monotonic())))
     thread = threading.Thread(target=deadlines.run, daemon=True)
     thread.start()
