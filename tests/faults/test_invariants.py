@@ -26,11 +26,21 @@ def scene(
     probe.close()
 
 
-def _completed(store: PostgresStore, probe: Probe, executions: int = 1) -> ULID:
+def _completed(
+    store: PostgresStore,
+    probe: Probe,
+    executions: int = 1,
+    finished: bool = True,
+    row_first: tuple[int, str] | None = None,
+) -> ULID:
+    """A job claimed, executed, and completed; ``row_first`` is a (run, outcome) journal
+    row written just before the completion."""
     job_id = store.enqueue(NewJob("k"))
     [job] = store.claim("w", {"k": 60}, 1)
     for _ in range(executions):
-        _execute(probe, job_id, job.run_count)
+        _execute(probe, job_id, job.run_count, finished)
+    if row_first is not None:
+        _journal(probe, job_id, *row_first)
     assert store.settle(Claim.of(job), Settlement.complete())
     return job_id
 
@@ -98,27 +108,16 @@ def _stuck_claimed(store: PostgresStore, probe: Probe) -> list[ULID]:
 
 
 def _two_terminal_settlements(store: PostgresStore, probe: Probe) -> list[ULID]:
-    job_id, claim = _claimed(store)
-    _execute(probe, job_id, 1)
-    _journal(probe, job_id, 1, "cancelled")
-    assert store.settle(claim, Settlement.complete())
-    return [job_id]
+    return [_completed(store, probe, row_first=(1, "cancelled"))]
 
 
 def _run_ended_twice(store: PostgresStore, probe: Probe) -> list[ULID]:
     """Released by a stopping worker, then completed anyway: the fence failed."""
-    job_id, claim = _claimed(store)
-    _execute(probe, job_id, 1)
-    _journal(probe, job_id, 1, "released")
-    assert store.settle(claim, Settlement.complete())
-    return [job_id]
+    return [_completed(store, probe, row_first=(1, "released"))]
 
 
 def _run_number_out_of_range(store: PostgresStore, probe: Probe) -> list[ULID]:
-    job_id, claim = _claimed(store)
-    _journal(probe, job_id, 0, "released")
-    assert store.settle(claim, Settlement.complete())
-    return [job_id]
+    return [_completed(store, probe, row_first=(0, "released"))]
 
 
 def _runs_ended_out_of_order(store: PostgresStore, probe: Probe) -> list[ULID]:
@@ -172,10 +171,7 @@ def _executed_a_run_never_claimed(store: PostgresStore, probe: Probe) -> list[UL
 
 
 def _completed_before_handler_finished(store: PostgresStore, probe: Probe) -> list[ULID]:
-    job_id, claim = _claimed(store)
-    _execute(probe, job_id, 1, finished=False)
-    assert store.settle(claim, Settlement.complete())
-    return [job_id]
+    return [_completed(store, probe, finished=False)]
 
 
 def _ran_again_without_interruption(store: PostgresStore, probe: Probe) -> list[ULID]:
