@@ -87,22 +87,42 @@ def free_port() -> int:
         return port
 
 
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+# The sample names a metric family may serve (a counter `x` serves `x_total`, ...).
+_SAMPLE_SUFFIXES = ("", "_total", "_created", "_count", "_sum", "_bucket", "_info")
+
+
+class Samples(dict[tuple[str, tuple[tuple[str, str], ...]], float]):
+    """Every sample of one scrape, and every sample name its metric families declare
+    (a labelled counter that never counted declares its family with no samples)."""
+
+    declared: frozenset[str] = frozenset()
 
 
 def scrape(port: int) -> Samples:
     """Every sample served at http://127.0.0.1:PORT/metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
-    samples: Samples = {}
+    samples = Samples()
+    names: set[str] = set()
     for family in text_string_to_metric_families(text):
+        names.update(family.name + suffix for suffix in _SAMPLE_SUFFIXES)
         for sample in family.samples:
             samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    samples.declared = frozenset(names)
     return samples
 
 
 def sample(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+    """One series' value; 0.0 for a label set not counted yet. A metric the scrape does
+    not declare, or labels its other series do not carry, fail: a renamed metric or
+    label must not read as zero."""
+    key = (name, tuple(sorted(labels.items())))
+    if key in samples:
+        return samples[key]
+    assert name in samples.declared, f"the scrape declares no metric {name!r}"
+    shapes = {tuple(k for k, _ in labelled) for series, labelled in samples if series == name}
+    assert not shapes or tuple(sorted(labels)) in shapes, f"{name} has labels {shapes}"
+    return 0.0
 
 
 def settled_total(samples: Samples) -> float:

@@ -106,10 +106,15 @@ def ledger_queue(
     return queue, book
 
 
-def start_latency(queue: venturi.Queue, watch: Watch, timeout: float = 120) -> float:
-    """Enqueue one ledger job; seconds (database clock) until a handler started it."""
+def start_latency(
+    queue: venturi.Queue, watch: Watch, timeout: float = 120, ids: list[ULID] | None = None
+) -> float:
+    """Enqueue one ledger job (its id appended to ``ids``); seconds (database clock) until
+    a handler started it."""
     enqueued = watch.clock()
     job_id = queue.enqueue(ledger.WORK_KIND, {})
+    if ids is not None:
+        ids.append(job_id)
 
     def started() -> float | None:
         rows = watch.executions(job_id)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from ulid import ULID
 
 import venturi
 import venturi.notifier
@@ -35,21 +36,23 @@ def test_listener_killed_repeatedly(database_dsn: str, shared_prefix: str) -> No
     queue, book = ledger_queue(database_dsn, shared_prefix)
     watch = Watch(database_dsn, shared_prefix)
     latencies = []
+    ids: list[ULID] = []
     with queue.worker(concurrency=2, poll_interval=POLL_INTERVAL) as worker:
         wait_until(lambda: worker.listening, 30, what="the worker's self-probe")
         notifier = _listener(worker)
-        baseline = start_latency(queue, watch)
+        baseline = start_latency(queue, watch, ids=ids)
         for _ in range(KILLS):
             pid = wait_until(notifier.backend_pid, 30, what="a listener connection")
             watch.rows("SELECT pg_terminate_backend(%s)", (pid,))
             # Enqueued in the gap: its NOTIFY goes nowhere; the catch-up claim after the
             # reconnect must find it.
-            latencies.append(start_latency(queue, watch))
+            latencies.append(start_latency(queue, watch, ids=ids))
             wait_until(lambda p=pid: notifier.backend_pid() not in (None, p), 30)  # type: ignore[misc]
         reconnects = notifier.reconnects
     queue.close()
     book.close()
-    figures = invariants.check(database_dsn, shared_prefix)
+    assert len(ids) == KILLS + 1
+    figures = invariants.check(database_dsn, shared_prefix, ids)
     watch.close()
     print(
         f"\nlistener killed {KILLS}x with pg_terminate_backend: {reconnects} reconnects; jobs "
@@ -98,18 +101,20 @@ def test_silent_listener_loss_is_noticed_by_the_ping(
     queue, book = ledger_queue(dsn, own_prefix, store=store)
     watch = Watch(dsn, own_prefix)
     caplog.set_level(logging.INFO, logger="venturi.notifier")
+    ids: list[ULID] = []
     with queue.worker(concurrency=2, poll_interval=poll) as worker:
         wait_until(lambda: worker.listening, 30, what="the worker's self-probe")
         notifier = _listener(worker)
-        before = start_latency(queue, watch)
+        before = start_latency(queue, watch, ids=ids)
         assert proxy.blackhole() == 1  # only the listener goes through the proxy
-        during = start_latency(queue, watch, timeout=60)
+        during = start_latency(queue, watch, timeout=60, ids=ids)
         wait_until(lambda: notifier.reconnects >= 1, 60, what="the listener to reconnect")
         noticed = [r for r in caplog.records if "listener connection lost" in r.getMessage()]
-        after = start_latency(queue, watch)
+        after = start_latency(queue, watch, ids=ids)
     queue.close()
     book.close()
-    figures = invariants.check(dsn, own_prefix)
+    assert len(ids) == 3
+    figures = invariants.check(dsn, own_prefix, ids)
     watch.close()
     print(
         f"\nsilent listener loss (proxy blackholes the LISTEN connection; ping every "

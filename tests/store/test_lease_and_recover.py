@@ -21,8 +21,9 @@ def _expired(store: PostgresStore, max_attempts: int = 5) -> JobRecord:
 
 
 def test_extend_lease_moves_the_expiry_in_database_time(store: PostgresStore) -> None:
-    store.enqueue_many([NewJob("k"), NewJob("k")])
+    ids = store.enqueue_many([NewJob("k"), NewJob("k")])
     jobs = store.claim("w", {"k": 5}, 2)
+    assert sorted(j.id for j in jobs) == sorted(ids)
     before = store.now()
     held = store.extend_lease([(Claim.of(j), 600) for j in jobs])
     assert held == BatchOutcome(applied=frozenset(j.id for j in jobs))

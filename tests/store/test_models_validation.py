@@ -3,6 +3,7 @@ the rule, and nothing is written."""
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import uuid
@@ -143,10 +144,17 @@ def test_a_bad_new_job_is_refused_naming_the_field(
 
 
 def test_good_boundaries_are_accepted() -> None:
-    _build({"kind": "k" * MAX_KIND_LENGTH, "priority": SMALLINT_MAX})
-    _build({"priority": SMALLINT_MIN, "delay": 0, "dedup_key": "k" * MAX_DEDUP_KEY_LENGTH})
-    _build({"delay": timedelta(minutes=5), "payload": {"n": 2**62, "f": 1.5, "u": "é✓"}})
-    _build({"at": datetime.now(UTC), "max_attempts": 1})
+    longest = _build({"kind": "k" * MAX_KIND_LENGTH, "priority": SMALLINT_MAX})
+    assert (longest.kind, longest.priority) == ("k" * MAX_KIND_LENGTH, SMALLINT_MAX)
+    key = "k" * MAX_DEDUP_KEY_LENGTH
+    lowest = _build({"priority": SMALLINT_MIN, "delay": 0, "dedup_key": key})
+    assert (lowest.priority, lowest.delay_seconds, lowest.dedup_key) == (SMALLINT_MIN, 0.0, key)
+    payload = {"n": 2**62, "f": 1.5, "u": "é✓"}
+    later = _build({"delay": timedelta(minutes=5), "payload": payload})
+    assert later.delay_seconds == 300.0 and json.loads(later.payload_json) == payload
+    at = datetime.now(UTC)
+    once = _build({"at": at, "max_attempts": 1})
+    assert (once.at, once.delay_seconds, once.max_attempts) == (at, None, 1)
 
 
 @pytest.mark.parametrize(
@@ -201,14 +209,18 @@ def test_a_malformed_dsn_is_a_configuration_error() -> None:
         PostgresStore.from_dsn("host=x port", Prefix("validation"))
 
 
-@pytest.mark.parametrize("options", [{"max_payload_bytes": 0}, {"no_such_option": 1}])
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [({"max_payload_bytes": 0}, ConfigurationError), ({"no_such_option": 1}, TypeError)],
+)
 def test_a_refused_store_option_leaves_no_pool_running(
-    database_dsn: str, options: dict[str, Any]
+    database_dsn: str, options: dict[str, Any], error: type[Exception]
 ) -> None:
     name = f"refused{uuid.uuid4().hex[:8]}"
-    with pytest.raises((ConfigurationError, TypeError)) as info:
+    [option] = options
+    with pytest.raises(error, match=option) as info:
         PostgresStore.from_dsn(database_dsn, Prefix(name), **options)
-    assert "max_payload_bytes" in str(info.value) or "no_such_option" in str(info.value)
+    assert type(info.value) is error, repr(info.value)
     # ``info`` keeps the failed call's frames (and so any pool it opened) alive here.
     running = [t.name for t in threading.enumerate() if name in t.name]
     assert not running, f"a refused store left its pool running: {running}"

@@ -153,12 +153,17 @@ def test_sixteen_threads_enqueueing_one_dedup_key_make_one_job(
         merged = probe.count("journal", "outcome = 'merged'")
         assert merged == 15
         assert probe.count("journal") == 15
+        notes = {row[0] for row in probe.rows("SELECT note FROM {journal}")}
     finally:
         probe.close()
     job = store.get(ids[0])
     assert job is not None
     if on_duplicate is _sum:
         assert job.payload == {"n": 16, "from": list(range(16))}, "a merge was lost"
+    else:  # one thread's payload, whole: the first one's (keep) or the last one's (replace)
+        assert job.payload in [{"n": 1, "from": [i]} for i in range(16)], job.payload
+        verb = {"keep": "kept the pending job", "replace": "replaced the payload"}[on_duplicate]
+        assert notes == {f"duplicate enqueue {verb}"}, notes
     name = getattr(on_duplicate, "__name__", on_duplicate)
     print(
         f"16 threads enqueueing one dedup key ({name}): 1 pending job, {merged} 'merged' "

@@ -87,10 +87,24 @@ def test_context_parameter_is_not_part_of_the_payload(queue: Queue) -> None:
 
 
 def test_var_keyword_handlers_take_any_keys(queue: Queue) -> None:
-    @queue.job("anything")
-    def anything(**fields: Any) -> None: ...
+    received: list[dict[str, Any]] = []
 
-    anything.enqueue(a=1, b=[2])
+    @queue.job("anything")
+    def anything(**fields: Any) -> None:
+        received.append(fields)
+
+    @queue.job("some_named")
+    def some_named(n: int, **rest: Any) -> None:
+        received.append({"n": n, **rest})
+
+    first = anything.enqueue(a=1, b=[2])
+    second = queue.enqueue("some_named", {"n": 3, "extra": {"deep": True}})
+    assert [getattr(queue.get(i), "payload", None) for i in (first, second)] == [
+        {"a": 1, "b": [2]},
+        {"n": 3, "extra": {"deep": True}},
+    ]
+    assert queue.drain() == 2
+    assert received == [{"a": 1, "b": [2]}, {"n": 3, "extra": {"deep": True}}]
 
 
 @pytest.mark.parametrize(
