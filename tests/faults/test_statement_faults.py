@@ -129,7 +129,5 @@ def test_a_failing_release_at_stop_lets_the_claim_go(
     held = sql.SQL(
         "SELECT count(*) FROM {} WHERE status = 'claimed' AND claim_expires_at > now()"
     ).format(scene.watch.jobs)
-    wait_until(
-        lambda: int(scene.watch.rows(held)[0][0]) == 0, LEASE + 2, what="no live claim left"
-    )
+    wait_until(lambda: int(scene.watch.rows(held)[0][0]) == 0, LEASE + 2, what="no live claim left")
     invariants.check(database_dsn, scene.queue.prefix, ids, settled=False)
