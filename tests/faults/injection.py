@@ -31,6 +31,7 @@ from typing import Any, Final
 import attrs
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from ulid import ULID
 
 from venturi.models import NewJob
@@ -248,3 +249,39 @@ def _terminate(conn: psycopg.Connection[Any], dsn: str) -> None:
     """End ``conn``'s backend (waiting until it is gone); its statement fails next."""
     with psycopg.connect(dsn, autocommit=True) as side:
         side.execute("SELECT pg_terminate_backend(%s, 5000)", (conn.info.backend_pid,))
+
+
+def with_setting(dsn: str, setting: str, value: str) -> str:
+    """``dsn`` whose sessions start with ``setting = value`` (libpq's ``options``)."""
+    return make_conninfo(dsn, options=f"-c {setting}={value}")
+
+
+class TableLock:
+    """A prefix's jobs table held in ACCESS EXCLUSIVE mode by a side session, from
+    construction until `release` or for ``seconds`` at most, whichever comes first."""
+
+    def __init__(self, dsn: str, prefix: str, seconds: float) -> None:
+        self._held = threading.Event()
+        self._release = threading.Event()
+        self._thread = threading.Thread(
+            target=self._hold, args=(dsn, prefix, seconds), name="test-table-lock", daemon=True
+        )
+        self._thread.start()
+        if not self._held.wait(10):
+            raise AssertionError("could not lock the jobs table")
+
+    def _hold(self, dsn: str, prefix: str, seconds: float) -> None:
+        with psycopg.connect(dsn) as side:
+            table = sql.Identifier(f"{prefix}_jobs")
+            side.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
+            self._held.set()
+            self._release.wait(seconds)
+            side.rollback()
+
+    def join(self) -> None:
+        """Wait until the lock is gone."""
+        self._thread.join()
+
+    def release(self) -> None:
+        self._release.set()
+        self.join()

@@ -16,15 +16,13 @@ from typing import Final
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 from ulid import ULID
 
 import venturi
 from tests.faults import invariants, ledger
-from tests.faults.injection import ErrorClass, Faults, InjectingStore
+from tests.faults.injection import ErrorClass, Faults, InjectingStore, TableLock, with_setting
 from tests.faults.scenario import Watch, prepare
 from tests.faults.workload import (
-    MIX_KIND,
     enqueue_mix,
     missing_threads,
     register_mix,
@@ -34,33 +32,6 @@ from tests.faults.workload import (
 from tests.support import wait_until
 
 RERUNS: Final = invariants.INTERRUPTED | {"retried", "paused"}
-
-
-def with_setting(dsn: str, setting: str, value: str) -> str:
-    """``dsn`` whose sessions start with ``setting = value`` (libpq's ``options``)."""
-    return make_conninfo(dsn, options=f"-c {setting}={value}")
-
-
-def lock_jobs_table(dsn: str, prefix: str, seconds: float) -> threading.Thread:
-    """Hold ``prefix``'s jobs table in ACCESS EXCLUSIVE mode for ``seconds`` from now, on
-    a side connection; returns once the lock is held (join the thread to see it gone)."""
-    held = threading.Event()
-
-    def hold() -> None:
-        with psycopg.connect(dsn) as side:
-            side.execute(
-                sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
-                    sql.Identifier(f"{prefix}_jobs")
-                )
-            )
-            held.set()
-            time.sleep(seconds)  # the lock's stated duration
-            side.rollback()
-
-    thread = threading.Thread(target=hold, name="test-table-lock", daemon=True)
-    thread.start()
-    assert held.wait(10), "could not lock the jobs table"
-    return thread
 
 
 @pytest.fixture
@@ -98,7 +69,7 @@ def test_a_completion_that_cannot_be_written_is_never_left_held(
     @queue.job("fault.locker", lease=lease, context=True, backoff=venturi.constant(0.1))
     def locker(ctx: venturi.JobContext) -> None:
         if ctx.attempt == 1:
-            lock_jobs_table(database_dsn, shared_prefix, 1.0)
+            TableLock(database_dsn, shared_prefix, 1.0)
 
     job_id = queue.enqueue("fault.locker")
     worker = queue.worker(concurrency=1, reaper_interval=0.5)
@@ -137,7 +108,7 @@ def test_handler_threads_survive_settlement_errors(
     worker.start()
     try:
         for _ in range(4):
-            lock_jobs_table(database_dsn, shared_prefix, 2.0).join()
+            TableLock(database_dsn, shared_prefix, 2.0).join()
             assert not missing_threads(before, concurrency), "handler threads died"
         wait_until(lambda: settled(watch, ids), 30, 0.05, "every job to settle")
         assert not missing_threads(before, concurrency), "handler threads died"
