@@ -1,10 +1,33 @@
 -- Extends the leases of running jobs still held by their run; the heartbeat's one query.
+-- Rows are locked in id order and locked rows are skipped, never waited for: a heartbeat
+-- cannot deadlock with a batched completion, and a row another session holds locked (a
+-- user's SELECT ... FOR UPDATE) does not stall the renewal of the others.
 -- Parameters: ids (uuid[]), owners (text[]), runs (int[]), leases (float8[] seconds).
--- Returns: the ids still held (a missing id lost its lease or was cancelled).
-UPDATE {jobs} AS j
-SET claim_expires_at = now() + make_interval(secs => b.lease)
-FROM unnest(%(ids)s::uuid[], %(owners)s::text[], %(runs)s::integer[], %(leases)s::float8[])
-    AS b (id, owner, run, lease)
-WHERE j.id = b.id AND j.claimed_by = b.owner AND j.run_count = b.run
-  AND j.status = 'claimed'
-RETURNING j.id
+-- Returns: (id, true) for each renewed lease; (id, false) for a run still held whose row
+-- was locked (lease untouched); a missing id lost its lease or was cancelled.
+WITH batch AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(owners)s::text[], %(runs)s::integer[],
+                         %(leases)s::float8[])
+        AS b (id, owner, run, lease)
+),
+locked AS (
+    SELECT j.id, b.lease
+    FROM {jobs} AS j JOIN batch AS b ON j.id = b.id
+    WHERE j.claimed_by = b.owner AND j.run_count = b.run AND j.status = 'claimed'
+    ORDER BY j.id
+    FOR UPDATE OF j SKIP LOCKED
+),
+renewed AS (
+    UPDATE {jobs} AS j
+    SET claim_expires_at = now() + make_interval(secs => locked.lease)
+    FROM locked
+    WHERE j.id = locked.id
+    RETURNING j.id
+)
+SELECT id, true FROM renewed
+UNION ALL
+-- Skipped rows, as this statement's snapshot saw them: still held by the run?
+SELECT j.id, false
+FROM (SELECT * FROM batch WHERE id NOT IN (SELECT id FROM locked)) AS b
+JOIN {jobs} AS j ON j.id = b.id
+WHERE j.claimed_by = b.owner AND j.run_count = b.run AND j.status = 'claimed'

@@ -1,9 +1,17 @@
 -- Takes back a stale claim: fenced by run epoch, status and an expired lease, so a
 -- heartbeat or settlement that got there first wins. A lost run counts as a failure;
 -- past max_attempts the job is dead, so a job that kills its worker cannot loop forever.
+-- A row another session holds locked is skipped, not waited for (the next scan tries
+-- again), so one locked row cannot stall the reaper.
 -- Parameters: id, run, delay (seconds before it is claimable again).
--- Returns: the new status when applied; no row when fenced out.
-WITH recovered AS (
+-- Returns: the new status when applied; no row when fenced out or locked.
+WITH target AS (
+    SELECT id FROM {jobs}
+    WHERE id = %(id)s AND run_count = %(run)s AND status = 'claimed'
+      AND claim_expires_at < now()
+    FOR UPDATE SKIP LOCKED
+),
+recovered AS (
     UPDATE {jobs} AS j
     SET failure_count = j.failure_count + 1,
         status = CASE WHEN j.failure_count + 1 >= j.max_attempts THEN 'dead' ELSE 'pending' END,
@@ -16,8 +24,8 @@ WITH recovered AS (
                               WHERE d.kind = j.kind AND d.dedup_key = j.dedup_key
                                 AND d.status = 'pending')
                          THEN NULL ELSE j.dedup_key END
-    WHERE j.id = %(id)s AND j.run_count = %(run)s AND j.status = 'claimed'
-      AND j.claim_expires_at < now()
+    FROM target
+    WHERE j.id = target.id
     RETURNING j.id, j.kind, j.run_count, j.status, j.claimed_by
 ),
 journaled AS (

@@ -1,23 +1,38 @@
 -- Completes a batch of claimed runs in one statement. Each row is fenced by owner, run
--- epoch and status, and journaled only when its transition applied.
+-- epoch and status, and journaled only when its transition applied. Rows are locked in
+-- id order and locked rows are skipped, never waited for (no deadlock with a heartbeat,
+-- no stall behind one row a user holds locked): the caller tries those again later.
 -- Parameters: ids (uuid[]), owners (text[]), runs (int[]), attachments (JSON text[]),
 -- notes (text[]), all sent in binary ("b" placeholders: no per-element quoting here).
--- Returns: the ids whose completion applied.
+-- Returns: (id, true) for each completion applied; (id, false) for a run still held
+-- whose row was locked (nothing changed); a missing id was fenced out.
 WITH batch AS (
     SELECT * FROM unnest(%(ids)b::uuid[], %(owners)b::text[], %(runs)b::integer[],
                          %(attachments)b::jsonb[], %(notes)b::text[])
         AS b (id, owner, run, attachment, note)
 ),
+locked AS (
+    SELECT j.id
+    FROM {jobs} AS j JOIN batch AS b ON j.id = b.id
+    WHERE j.claimed_by = b.owner AND j.run_count = b.run AND j.status = 'claimed'
+    ORDER BY j.id
+    FOR UPDATE OF j SKIP LOCKED
+),
 settled AS (
     UPDATE {jobs} AS j
     SET status = 'completed', finished_at = now(), claim_expires_at = NULL
-    FROM batch AS b
-    WHERE j.id = b.id AND j.claimed_by = b.owner AND j.run_count = b.run
-      AND j.status = 'claimed'
+    FROM locked JOIN batch AS b ON b.id = locked.id
+    WHERE j.id = locked.id
     RETURNING j.id, j.kind, j.run_count, b.attachment, b.note
 ),
 journaled AS (
     INSERT INTO {journal} (job_id, kind, run_no, outcome, note, attachment)
     SELECT id, kind, run_count, 'completed', note, attachment FROM settled
 )
-SELECT id FROM settled
+SELECT id, true FROM settled
+UNION ALL
+-- Skipped rows, as this statement's snapshot saw them: still held by the run?
+SELECT j.id, false
+FROM (SELECT * FROM batch WHERE id NOT IN (SELECT id FROM locked)) AS b
+JOIN {jobs} AS j ON j.id = b.id
+WHERE j.claimed_by = b.owner AND j.run_count = b.run AND j.status = 'claimed'

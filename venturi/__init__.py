@@ -13,9 +13,11 @@ from venturi.errors import (
     InvalidPrefix,
     MigrationLockTimeout,
     SchemaError,
+    StoreError,
     StoreUnavailable,
     UnknownKind,
     VenturiError,
+    WorkerFailed,
 )
 from venturi.events import WorkerEvents
 from venturi.models import (
@@ -58,11 +60,13 @@ __all__ = [
     "Retry",
     "SchemaError",
     "StatsSnapshot",
+    "StoreError",
     "StoreUnavailable",
     "UnknownKind",
     "VenturiError",
     "Worker",
     "WorkerEvents",
+    "WorkerFailed",
     "constant",
     "current_job",
     "exponential",

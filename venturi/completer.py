@@ -5,16 +5,23 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
+from typing import Final
 
-from venturi.errors import StoreUnavailable
+from venturi import retrying
+from venturi.errors import StoreError, StoreUnavailable
 from venturi.models import Settlement
 from venturi.running import HeldJob
+from venturi.settling import SETTLE_RETRY_SECONDS
 from venturi.store import Store
 
 logger = logging.getLogger("venturi.worker")
 
 Settled = Callable[[HeldJob, Settlement, bool], None]
+Dropped = Callable[[HeldJob, BaseException], None]
+Spawn = Callable[[str, Callable[[], object]], threading.Thread]
+_BUSY_BACKOFF: Final = retrying.Backoff(base=0.02, cap=1.0)
 
 
 class Completer:
@@ -23,16 +30,32 @@ class Completer:
     A flush takes everything that arrived while the previous one was in flight (up to
     ``batch_size``), so batching costs no latency when idle and grows with load. A run
     counts as settled only once its flush committed; until then its claim stays held and
-    heartbeated. If the process dies first, the lease lapses and the job runs again.
+    heartbeated. A flush that fails for a passing reason is retried (with backoff, for up
+    to ``retry_seconds``); one that cannot be written is let go through ``on_dropped``
+    (the run leaves the held set, its lease lapses and the reaper recovers it). A run
+    whose row another session holds locked is tried again in a later flush. If the
+    process dies first, the lease lapses and the job runs again.
     """
 
-    def __init__(self, store: Store, on_settled: Settled, batch_size: int = 256) -> None:
+    def __init__(
+        self,
+        store: Store,
+        on_settled: Settled,
+        on_dropped: Dropped,
+        spawn: Spawn,
+        *,
+        batch_size: int = 256,
+        retry_seconds: float = SETTLE_RETRY_SECONDS,
+    ) -> None:
         self.store = store
         self.on_settled = on_settled
+        self.on_dropped = on_dropped
         self.batch_size = batch_size
+        self.retry_seconds = retry_seconds
         self._queue: queue.SimpleQueue[tuple[HeldJob, Settlement] | None] = queue.SimpleQueue()
         self._give_up = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="venturi-completer", daemon=True)
+        self._busy_failures = 0
+        self._thread = spawn("venturi-completer", self._loop)
 
     def start(self) -> None:
         self._thread.start()
@@ -63,33 +86,60 @@ class Completer:
                 else:
                     batch.append(item)
             if batch:
-                self._flush(batch)
+                self._flush_guarded(batch)
             elif stopping:
                 return
 
+    def _flush_guarded(self, batch: list[tuple[HeldJob, Settlement]]) -> None:
+        """Flush; whatever goes wrong, no run of the batch stays held without a
+        settlement on its way."""
+        try:
+            self._flush(batch)
+        except Exception as exc:
+            logger.exception("completion flush failed unexpectedly")
+            for held, _ in batch:
+                self.on_dropped(held, exc)
+
     def _flush(self, batch: list[tuple[HeldJob, Settlement]]) -> None:
-        failures = 0
-        while True:
-            try:
-                applied = self.store.complete_many([(h.claim, s) for h, s in batch])
-                break
-            except StoreUnavailable as exc:
-                failures += 1
-                if self._give_up.is_set():
-                    logger.error(
-                        "dropping %d completions at shutdown (%s); their leases will lapse "
-                        "and the jobs run again",
-                        len(batch),
-                        exc,
-                    )
-                    return
-                logger.warning("completion flush failed (%s); retrying", exc)
-                self._give_up.wait(min(0.1 * 2**failures, 5.0))
-            except Exception:
-                logger.exception("completion flush failed; their leases will lapse")
+        try:
+            outcome = retrying.retry(
+                lambda: self.store.complete_many([(h.claim, s) for h, s in batch]),
+                what=f"completing {len(batch)} runs",
+                logger=logger,
+                deadline=time.monotonic() + self.retry_seconds,
+                stop=self._give_up,
+            )
+        except StoreError as exc:
+            if len(batch) > 1 and retrying.classify(exc) is retrying.ErrorClass.STATEMENT:
+                # One run's settlement the database refuses (a constraint, a value it
+                # cannot store) must not take the rest of its batch with it.
+                for item in batch:
+                    self._flush([item])
                 return
+            for held, _ in batch:
+                self.on_dropped(held, exc)
+            return
+        busy = [(h, s) for h, s in batch if h.job.id in outcome.busy]
         for held, settlement in batch:
-            self.on_settled(held, settlement, held.job.id in applied)
+            if held.job.id not in outcome.busy:
+                self.on_settled(held, settlement, held.job.id in outcome.applied)
+        self._retry_busy(busy)
+
+    def _retry_busy(self, busy: list[tuple[HeldJob, Settlement]]) -> None:
+        """Queue runs whose rows were locked for a later flush, after a short wait that
+        grows while they stay locked (at shutdown, let them go instead)."""
+        if not busy:
+            self._busy_failures = 0
+            return
+        if self._give_up.is_set():
+            exc = StoreUnavailable("its row stayed locked by another session until shutdown")
+            for held, _ in busy:
+                self.on_dropped(held, exc)
+            return
+        self._busy_failures += 1
+        self._give_up.wait(_BUSY_BACKOFF.delay(self._busy_failures))
+        for item in busy:
+            self._queue.put(item)
 
     def stop(self, timeout: float | None) -> None:
         """Flush what was submitted, then end the thread (give up retrying at timeout)."""

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from venturi.errors import StoreUnavailable
+from venturi import retrying
+from venturi.errors import StoreError, StoreUnavailable
 from venturi.models import JobRecord
 from venturi.prefetch import Prefetch
 from venturi.running import HeldJob
@@ -22,7 +23,7 @@ PROBE_TIMEOUT: Final = 2.0
 # flight, or a caller's open transaction); waiting a moment instead of zero keeps the
 # dispatcher from spinning until that lock goes. New work still wakes it by NOTIFY.
 MIN_IDLE_WAIT: Final = 0.05
-CLAIM_BACKOFF_CAP: Final = 5.0
+CLAIM_BACKOFF: Final = retrying.Backoff(base=0.25, cap=5.0)
 
 
 class Dispatcher:
@@ -68,31 +69,32 @@ class Dispatcher:
         self._probed = False
 
     def run(self) -> None:
-        """The dispatcher thread's body: until ``stopping`` is set."""
-        try:
+        """The dispatcher thread's body: until ``stopping`` is set. A fatal database
+        error ends it by raising (the worker's supervisor stops the worker)."""
+        if not self._probed:
             self._probe()
-            failures = 0
-            while not self._stopping.is_set():
-                try:
-                    asked, got = self.claim_pass()
-                    failures = 0
-                except Exception as exc:
-                    failures += 1
-                    if isinstance(exc, StoreUnavailable):
-                        logger.warning("claim failed: %s; retrying", exc)
-                    else:
-                        logger.exception("claim pass failed; retrying")
-                    self._stopping.wait(min(0.25 * 2**failures, CLAIM_BACKOFF_CAP))
-                    continue
-                if asked == 0:
-                    self._slot_freed.wait(self.poll_interval)
-                    self._slot_freed.clear()
-                elif got < asked:
-                    if not self._probed and self.notifier.connected:
-                        self._probe()  # the listener was down at start; prove it now
-                    self.notifier.wait(self.idle_timeout())
-        finally:
-            self.notifier.close()
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                asked, got = self.claim_pass()
+                failures = 0
+            except Exception as exc:
+                if retrying.classify(exc) is retrying.ErrorClass.FATAL:
+                    raise
+                failures += 1
+                if isinstance(exc, StoreUnavailable):
+                    logger.warning("claim failed: %s; retrying", exc)
+                else:
+                    logger.exception("claim pass failed; retrying")
+                self._stopping.wait(CLAIM_BACKOFF.delay(failures))
+                continue
+            if asked == 0:
+                self._slot_freed.wait(self.poll_interval)
+                self._slot_freed.clear()
+            elif got < asked:
+                if not self._probed and self.notifier.connected:
+                    self._probe()  # the listener was down at start; prove it now
+                self.notifier.wait(self.idle_timeout())
 
     def wake(self) -> None:
         """Interrupt any wait (used when stopping)."""
@@ -142,10 +144,14 @@ class Dispatcher:
                 self._busy -= count
 
     def idle_timeout(self) -> float:
-        """Seconds to sleep: until the next job is due, capped by the poll interval."""
+        """Seconds to sleep: until the next job is due, capped by the poll interval (a
+        second when the database did not say)."""
         try:
             seconds = self.store.seconds_until_visible(list(self.leases), self.priority_floor)
-        except StoreUnavailable:
+        except StoreError as exc:
+            if retrying.classify(exc) is retrying.ErrorClass.FATAL:
+                raise
+            logger.warning("could not read when the next job is due: %s", exc)
             return min(self.poll_interval, 1.0)
         if seconds is None:
             return self.poll_interval

@@ -67,8 +67,10 @@ class Enqueuer:
             cur.execute(self._query(name), params)
             return cur.fetchone() if cur.description else None
 
-    def enqueue(self, conn: psycopg.Connection[Any], job: NewJob) -> ULID:
-        job_id = ULID()
+    def enqueue(self, conn: psycopg.Connection[Any], job: NewJob, job_id: ULID) -> ULID:
+        """Write ``job`` under ``job_id`` (chosen by the caller, so a retry after a lost
+        answer can look for it); returns its id, or the id of the pending job it merged
+        into."""
         params = self._params(job, job_id)
         if job.dedup_key is None:
             self._first_row(conn, "enqueue", params)
@@ -126,6 +128,11 @@ class Enqueuer:
             f"{_DEDUP_ATTEMPTS} attempts"
         )
 
+    def written(self, conn: psycopg.Connection[Any], ids: Sequence[ULID]) -> bool:
+        """True if any of ``ids`` is stored: an earlier attempt whose answer was lost did
+        commit (a batch commits whole, so one id tells for all of it)."""
+        return self._first_row(conn, "jobs_exist", {"ids": [i.to_uuid() for i in ids]}) is not None
+
     def _join_callers_transaction(self, conn: psycopg.Connection[Any]) -> None:
         """Open the caller's transaction if their connection is idle, so that a following
         ``conn.transaction()`` is a savepoint inside it. On an idle non-autocommit
@@ -134,8 +141,11 @@ class Enqueuer:
         if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
             conn.execute(self._query("now"))
 
-    def enqueue_many(self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]) -> list[ULID]:
-        ids = [ULID() for _ in jobs]
+    def enqueue_many(
+        self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], ids: Sequence[ULID]
+    ) -> list[ULID]:
+        """Write ``jobs`` under ``ids`` (one each, chosen by the caller); returns each
+        job's id, or for a deduplicated one the id of the pending job it merged into."""
         plain = [(i, j) for i, j in zip(ids, jobs, strict=True) if j.dedup_key is None]
         deduped = [j for j in jobs if j.dedup_key is not None]
         for job in jobs:
@@ -153,7 +163,7 @@ class Enqueuer:
         }
         if not deduped:
             self._first_row(conn, "enqueue_many", params)
-            return ids
+            return list(ids)
         self._join_callers_transaction(conn)
         with conn.transaction():
             if plain:
@@ -161,5 +171,5 @@ class Enqueuer:
             result = list(ids)
             for index, job in enumerate(jobs):
                 if job.dedup_key is not None:
-                    result[index] = self.enqueue(conn, job)
+                    result[index] = self.enqueue(conn, job, ids[index])
             return result

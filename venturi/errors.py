@@ -27,11 +27,18 @@ class ConfigurationError(VenturiError, ValueError):
     """A queue or worker option is out of range (pool size, concurrency, lease, ...)."""
 
 
-class StoreUnavailable(VenturiError):
-    """The database could not be reached, or did not answer in time."""
+class StoreError(VenturiError):
+    """A database statement failed. Retrying cannot fix it unless it is the subclass
+    `StoreUnavailable` (a permission was revoked, the schema was dropped, ...)."""
 
 
-class SchemaError(VenturiError):
+class StoreUnavailable(StoreError):
+    """The database could not be reached, did not answer in time, or refused a statement
+    for a passing reason (deadlock, lock or statement timeout, serialization failure):
+    trying again later may succeed. Raised after venturi's own bounded retries."""
+
+
+class SchemaError(StoreError):
     """The database schema does not match what this version of venturi expects."""
 
 
@@ -41,6 +48,11 @@ class MigrationLockTimeout(SchemaError):
 
 class DuplicateJob(VenturiError):
     """A transition would create a second pending job with the same dedup key."""
+
+
+class WorkerFailed(VenturiError):
+    """A worker stopped itself: a permanent database error, or one of its threads kept
+    failing. The original error is the ``__cause__``."""
 
 
 class ForkedError(VenturiError):

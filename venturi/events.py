@@ -24,3 +24,9 @@ class WorkerEvents:
 
     def lease_lost(self, job: JobRecord) -> None:
         """A running job's lease was lost (taken over, cancelled or lapsed)."""
+
+    def thread_restarted(self, thread: str) -> None:
+        """A worker thread raised; it was logged and is being restarted."""
+
+    def worker_failed(self, error: BaseException) -> None:
+        """The worker is stopping itself because of ``error`` (see `Worker.failure`)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 
 from venturi.events import WorkerEvents
 from venturi.execution import job_extra
@@ -17,9 +16,11 @@ class Heartbeat:
     """One `run_once` renews every held lease in a single statement.
 
     It runs on a store with a connection of its own, so handlers that keep the main pool
-    busy cannot starve it. A run past its timeout gets ``stopping`` set and its lease is
-    left to lapse; a lease the database no longer grants (cancelled, taken over) sets
-    ``stopping`` and marks the run lost, so its late settlement is expected to be fenced.
+    busy cannot starve it. A run past its timeout (``lapsing``, see `venturi.deadlines`)
+    is not renewed, so its lease lapses. A lease the database no longer grants
+    (cancelled, taken over) sets ``stopping`` and marks the run lost, so its late
+    settlement is expected to be fenced. A row another session holds locked is skipped,
+    not waited for, and renewed at a later beat.
     """
 
     def __init__(self, store: Store, held: HeldJobs, events: WorkerEvents) -> None:
@@ -29,41 +30,30 @@ class Heartbeat:
 
     def run_once(self) -> tuple[int, int]:
         """Renew leases; return (renewed, lost)."""
-        now = time.monotonic()
-        renewing: list[HeldJob] = []
-        for held in self.held.snapshot():
-            if held.lost or held.lapsing:
-                continue
-            if held.deadline is not None and now >= held.deadline and not held.ended:
-                held.lapsing = True
-                held.ctx.stopping.set()
-                logger.warning(
-                    "job %s (%s) passed its %ss timeout; stopping it and letting its lease lapse",
-                    held.job.id,
-                    held.job.kind,
-                    held.definition.timeout,
-                    extra=job_extra(held.job),
-                )
-                continue
-            renewing.append(held)
+        renewing = [h for h in self.held.snapshot() if not (h.lost or h.lapsing)]
         if not renewing:
             return 0, 0
-        kept = self.store.extend_lease([(h.claim, h.definition.lease) for h in renewing])
+        outcome = self.store.extend_lease([(h.claim, h.definition.lease) for h in renewing])
         lost = 0
         for held in renewing:
             # A run whose handler returned may have settled between our snapshot and the
             # renewal: that is no loss. If it was one, its settlement is fenced and logged.
-            if held.job.id not in kept and not held.ended and self.held.get(held.job.id) is held:
+            if (
+                not outcome.kept(held.job.id)
+                and not held.ended
+                and self.held.get(held.job.id) is held
+            ):
                 lost += 1
                 self.mark_lost(held)
-        return len(renewing) - lost, lost
+        return len(outcome.applied), lost
 
     def extend_one(self, held: HeldJob) -> bool:
-        """Renew one lease now (`JobContext.extend_lease`)."""
+        """Renew one lease now (`JobContext.extend_lease`); False if it was lost (a row
+        locked by another session counts as kept: it was not taken from this run)."""
         if held.lost:
             return False
-        kept = self.store.extend_lease([(held.claim, held.definition.lease)])
-        if held.job.id not in kept:
+        outcome = self.store.extend_lease([(held.claim, held.definition.lease)])
+        if not outcome.kept(held.job.id):
             self.mark_lost(held)
             return False
         return True

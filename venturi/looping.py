@@ -1,4 +1,4 @@
-"""A background thread that repeats a step on an interval until told to stop."""
+"""A loop that repeats a step on an interval until told to stop."""
 
 from __future__ import annotations
 
@@ -6,15 +6,17 @@ import logging
 import threading
 from collections.abc import Callable
 
+from venturi import retrying
 from venturi.errors import StoreUnavailable
 
 
 class Periodic:
-    """Runs ``step`` every ``interval`` seconds in a daemon thread.
+    """Runs ``step`` every ``interval`` seconds in `run` (a supervised thread's body).
 
-    The loop only times, stops and logs: a failing step is logged (an outage briefly,
-    anything else with its traceback) and retried with backoff capped at
-    ``backoff_cap``; the thread never dies silently. `stop` interrupts the wait at once.
+    The loop only times, stops and logs: a failing step is logged (a passing database
+    error briefly, anything else with its traceback) and tried again after a backoff
+    capped at ``backoff_cap``. A fatal database error ends `run` by raising it, for the
+    supervisor to stop the worker. `stop` interrupts the wait at once.
     """
 
     def __init__(
@@ -30,14 +32,10 @@ class Periodic:
         self.step = step
         self.interval = interval
         self.logger = logger
-        self.backoff_cap = backoff_cap
+        self.backoff = retrying.Backoff(base=min(interval, 1.0), cap=backoff_cap)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def _loop(self) -> None:
+    def run(self) -> None:
         failures = 0
         while not self._stop.wait(self._delay(failures)):
             try:
@@ -45,17 +43,15 @@ class Periodic:
                 failures = 0
             except StoreUnavailable as exc:
                 failures += 1
-                self.logger.warning("%s: database unavailable (%s); retrying", self.name, exc)
-            except Exception:
+                self.logger.warning("%s: %s; retrying", self.name, exc)
+            except Exception as exc:
+                if retrying.classify(exc) is retrying.ErrorClass.FATAL:
+                    raise
                 failures += 1
                 self.logger.exception("%s step failed; retrying", self.name)
 
     def _delay(self, failures: int) -> float:
-        if not failures:
-            return self.interval
-        return min(max(self.interval, 1.0) * 2.0 ** min(failures - 1, 5), self.backoff_cap)
+        return self.backoff.delay(failures) if failures else self.interval
 
-    def stop(self, timeout: float | None = 5.0) -> None:
+    def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)

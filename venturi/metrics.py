@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final, Protocol
 
 try:
-    from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
     from prometheus_client.core import GaugeMetricFamily
     from prometheus_client.exposition import start_http_server
     from prometheus_client.metrics_core import Metric
@@ -84,6 +84,18 @@ class MetricsEvents(WorkerEvents):
             ["kind"],
             registry=registry,
         )
+        self.thread_restarts = Counter(
+            "venturi_worker_thread_restarts",
+            "Worker threads that raised and were restarted, by thread.",
+            ["thread"],
+            registry=registry,
+        )
+        self.failed = Gauge(
+            "venturi_worker_failed",
+            "1 once a worker of this process stopped itself (a fatal database error, or a "
+            "thread that kept failing); 0 otherwise.",
+            registry=registry,
+        )
         self.run_seconds = Histogram(
             "venturi_job_run_seconds",
             "Handler run time, from start to settlement, by kind.",
@@ -118,6 +130,13 @@ class MetricsEvents(WorkerEvents):
 
     def lease_lost(self, job: JobRecord) -> None:
         self.leases_lost.labels(job.kind).inc()
+
+    def thread_restarted(self, thread: str) -> None:
+        # "venturi-handler-3" -> "venturi-handler": a bounded label set.
+        self.thread_restarts.labels(thread.rstrip("0123456789").rstrip("-")).inc()
+
+    def worker_failed(self, error: BaseException) -> None:
+        self.failed.set(1)
 
 
 class QueueCollector(Collector):
@@ -257,6 +276,12 @@ class FanOutEvents(WorkerEvents):
 
     def lease_lost(self, job: JobRecord) -> None:
         self._each("lease_lost", job)
+
+    def thread_restarted(self, thread: str) -> None:
+        self._each("thread_restarted", thread)
+
+    def worker_failed(self, error: BaseException) -> None:
+        self._each("worker_failed", error)
 
 
 def serve_worker_metrics(

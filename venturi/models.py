@@ -6,7 +6,7 @@ import enum
 import functools
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -340,6 +340,30 @@ class Claim:
         if job.claimed_by is None:
             raise InvalidJob(f"job {job.id} is not claimed")
         return cls(job.id, job.claimed_by, job.run_count)
+
+
+@attrs.frozen
+class BatchOutcome:
+    """What a statement over many runs (renew leases, complete) did to each of them.
+
+    ``applied``: changed. ``busy``: still held by its run, but its row was locked by
+    another session, so it was skipped untouched; try again later. Any other run of the
+    batch has lost its claim (fenced out).
+    """
+
+    applied: frozenset[ULID] = frozenset()
+    busy: frozenset[ULID] = frozenset()
+
+    def kept(self, job_id: ULID) -> bool:
+        """The run still holds its claim (changed, or skipped while locked)."""
+        return job_id in self.applied or job_id in self.busy
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[tuple[Any, ...]]) -> BatchOutcome:
+        """From ``(id, applied)`` rows."""
+        applied = frozenset(ULID.from_uuid(r[0]) for r in rows if r[1])
+        busy = frozenset(ULID.from_uuid(r[0]) for r in rows if not r[1])
+        return cls(applied, busy)
 
 
 @attrs.frozen

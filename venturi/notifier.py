@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
-from venturi import sqlfiles
+from venturi import retrying, sqlfiles
 from venturi.errors import first_line
 from venturi.prefix import Prefix
 
@@ -27,7 +27,7 @@ PING_INTERVAL = 15.0
 # stopped forwarding never answers, and its kernel still ACKs (so neither keepalives nor
 # tcp_user_timeout fire): without a deadline the ping, and the dispatcher, would hang.
 PING_TIMEOUT = 5.0
-RECONNECT_BACKOFF_CAP = 5.0
+_RECONNECT_BACKOFF = retrying.Backoff(base=0.1, cap=5.0)
 _KEEPALIVES: dict[str, Any] = {
     "keepalives": 1,
     "keepalives_idle": 5,
@@ -134,14 +134,15 @@ class PostgresNotifier:
             logger.warning("listener connection lost (%s); reconnecting", first_line(exc))
 
     def _reconnect(self, timeout: float) -> bool:
-        delay = min(RECONNECT_BACKOFF_CAP, 0.1 * (2 ** min(self._failures, 10)))
-        if self._failures and self._closed.wait(min(delay, timeout)):
+        if self._failures and self._closed.wait(
+            min(_RECONNECT_BACKOFF.delay(self._failures), timeout)
+        ):
             return False
         try:
             self.connect()
         except psycopg.Error as exc:
             self._failures += 1
-            if self._failures == 1 or (delay >= RECONNECT_BACKOFF_CAP and self._failures % 10 == 0):
+            if self._failures == 1 or self._failures % 10 == 0:
                 logger.warning("listener cannot connect (%s); retrying", first_line(exc))
             return False
         if self._failures or self.reconnects:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import errors, sql
@@ -16,11 +17,12 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from ulid import ULID
 
-from venturi import migrations, sqlfiles
+from venturi import migrations, retrying, sqlfiles
 from venturi.enqueueing import Enqueuer
 from venturi.errors import ConfigurationError, DuplicateJob, StoreUnavailable, first_line
 from venturi.models import (
     SMALLINT_MIN,
+    BatchOutcome,
     Claim,
     CleanupCriteria,
     HistoryCursor,
@@ -40,6 +42,7 @@ from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 
 logger = logging.getLogger("venturi.store")
+T = TypeVar("T")
 
 DEFAULT_POOL_SIZE: Final = 10
 DEFAULT_CONNECT_TIMEOUT: Final = 5
@@ -49,6 +52,11 @@ DEFAULT_POOL_TIMEOUT: Final = 10.0
 # the server is back. Giving up sooner lets the next request start a fresh attempt at
 # once: workers resume within seconds of the database, whatever the outage's length.
 RECONNECT_TIMEOUT: Final = 10.0
+# How long an enqueue on the store's own pool keeps retrying a passing error (a deadlock,
+# a lock or statement timeout, a restart) before it raises `StoreUnavailable`.
+ENQUEUE_RETRY_SECONDS: Final = 10.0
+_REPEND_ATTEMPTS: Final = 5
+_BUSY_BACKOFF: Final = retrying.Backoff(base=0.01, cap=0.5)
 _SETTLE_FILES: Final = {
     SettleAction.RETRY: "settle_retry",
     SettleAction.PAUSE: "settle_pause",
@@ -132,7 +140,10 @@ class PostgresStore:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection; outages and pool exhaustion become `StoreUnavailable`."""
+        """A pooled connection. Errors become venturi's (`venturi.retrying.store_error`):
+        outages, pool exhaustion and other passing failures `StoreUnavailable`, a missing
+        table `SchemaError`, anything else `StoreError`. A unique violation stays raw for
+        the store's dedup handling."""
         try:
             with self.pool.connection() as conn:
                 yield conn
@@ -141,14 +152,15 @@ class PostgresStore:
                 f"no database connection within {self.pool.timeout:g}s "
                 f"({redact_dsn(self.connection_params()[0])}): {self._why_no_connection()}"
             ) from exc
-        except psycopg.OperationalError as exc:
-            if not _means_unreachable(exc):
-                raise
-            # After a server restart every idle pooled connection is dead, and each would
-            # fail one request in turn (a worker backing off between claims would need a
-            # minute to get through them); test and replace them all now instead.
-            self.pool.check()
-            raise StoreUnavailable(f"database unavailable: {first_line(exc)}") from exc
+        except errors.UniqueViolation:
+            raise  # the store's own callers read it (a dedup key taken by a racing enqueue)
+        except psycopg.Error as exc:
+            if retrying.outcome_unknown(exc):
+                # After a server restart every idle pooled connection is dead, and each
+                # would fail one request in turn (a worker backing off between claims
+                # would need a minute to get through them); test and replace them now.
+                self.pool.check()
+            raise retrying.store_error(exc) from exc
 
     def _why_no_connection(self) -> str:
         """Why the pool had nothing to give. The pool only logs its connection errors, so
@@ -179,18 +191,67 @@ class PostgresStore:
     # -- enqueue ----------------------------------------------------------------------
 
     def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
+        job_id = ULID()
         if conn is not None:
-            return self._enqueuer.enqueue(conn, job)
-        with self.connection() as own:
-            return self._enqueuer.enqueue(own, job)
+            with _mapped_errors():
+                return self._enqueuer.enqueue(conn, job, job_id)
+        return self._write_own(
+            lambda own: self._enqueuer.enqueue(own, job, job_id),
+            [job_id],
+            job_id,
+            repeatable=not callable(job.on_duplicate),
+            what=f"enqueue of {job.kind!r}",
+        )
 
     def enqueue_many(
         self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
     ) -> list[ULID]:
+        ids = [ULID() for _ in jobs]
         if conn is not None:
-            return self._enqueuer.enqueue_many(conn, jobs)
-        with self.connection() as own:
-            return self._enqueuer.enqueue_many(own, jobs)
+            with _mapped_errors():
+                return self._enqueuer.enqueue_many(conn, jobs, ids)
+        plain = [i for i, j in zip(ids, jobs, strict=True) if j.dedup_key is None]
+        return self._write_own(
+            lambda own: self._enqueuer.enqueue_many(own, jobs, ids),
+            plain,
+            ids,
+            # With no plain job in the batch nothing tells whether a lost attempt
+            # committed, and a merge function must not merge twice.
+            repeatable=bool(plain) and not any(callable(j.on_duplicate) for j in jobs),
+            what=f"enqueue of {len(jobs)} jobs",
+        )
+
+    def _write_own(
+        self,
+        write: Callable[[psycopg.Connection[Any]], T],
+        ids: Sequence[ULID],
+        written_result: T,
+        *,
+        repeatable: bool,
+        what: str,
+    ) -> T:
+        """Run an enqueue on a pooled connection, retrying passing errors for up to
+        `ENQUEUE_RETRY_SECONDS`. The ids were made before the first attempt, so a retry
+        after a lost answer first looks for them: a write that did commit is recognised
+        (returning ``written_result``), never made twice. A write that cannot be
+        recognised (``repeatable`` False) is not retried after a lost answer."""
+        attempts = 0
+
+        def attempt() -> T:
+            nonlocal attempts
+            attempts += 1
+            with self.connection() as own:
+                if attempts > 1 and ids and self._enqueuer.written(own, ids):
+                    return written_result
+                return write(own)
+
+        return retrying.retry(
+            attempt,
+            what=what,
+            logger=logger,
+            deadline=time.monotonic() + ENQUEUE_RETRY_SECONDS,
+            retry_unknown_outcome=repeatable,
+        )
 
     # -- claim and settle -------------------------------------------------------------
 
@@ -219,7 +280,7 @@ class PostgresStore:
 
     def settle(self, claim: Claim, settlement: Settlement) -> bool:
         if settlement.action is SettleAction.COMPLETE:
-            return claim.job_id in self.complete_many([(claim, settlement)])
+            return claim.job_id in self._complete_one(claim, settlement)
         carry = settlement.carry_json
         params = {
             "id": claim.job_id.to_uuid(),
@@ -238,15 +299,33 @@ class PostgresStore:
 
         Re-pending gives up the job's dedup key when a newer pending job holds it, but a
         racing enqueue can take the key between that check and the write. The statement
-        then fails having changed nothing, so running it again is safe."""
+        then fails having changed nothing, so it runs again (a few times at most)."""
+        for _ in range(_REPEND_ATTEMPTS - 1):
+            try:
+                return bool(self._fetch(name, params))
+            except errors.UniqueViolation:
+                continue
         try:
             return bool(self._fetch(name, params))
-        except errors.UniqueViolation:
-            return bool(self._fetch(name, params))
+        except errors.UniqueViolation as exc:
+            raise StoreUnavailable(
+                f"{name}: enqueues kept taking the job's dedup key ({_REPEND_ATTEMPTS} tries)"
+            ) from exc
 
-    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> set[ULID]:
+    def _complete_one(self, claim: Claim, settlement: Settlement) -> frozenset[ULID]:
+        """Complete one run, waiting while another session holds its row locked (as a
+        one-row UPDATE would). Returns the applied ids."""
+        failures = 0
+        while True:
+            outcome = self.complete_many([(claim, settlement)])
+            if not outcome.busy:
+                return outcome.applied
+            failures += 1
+            time.sleep(_BUSY_BACKOFF.delay(failures))
+
+    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         if not items:
-            return set()
+            return BatchOutcome()
         rows = self._fetch(
             "settle_complete",
             {
@@ -257,11 +336,11 @@ class PostgresStore:
                 "notes": [s.note for _, s in items],
             },
         )
-        return {ULID.from_uuid(row[0]) for row in rows}
+        return BatchOutcome.from_rows(rows)
 
-    def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> set[ULID]:
+    def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome:
         if not leases:
-            return set()
+            return BatchOutcome()
         rows = self._fetch(
             "extend_lease",
             {
@@ -271,7 +350,7 @@ class PostgresStore:
                 "leases": [float(s) for _, s in leases],
             },
         )
-        return {ULID.from_uuid(row[0]) for row in rows}
+        return BatchOutcome.from_rows(rows)
 
     def find_stale(self, limit: int = 100) -> list[JobRecord]:
         return [JobRecord.from_row(r) for r in self._fetch("find_stale", {"limit": limit})]
@@ -428,6 +507,16 @@ class PostgresStore:
             self.pool.close()
 
 
+@contextmanager
+def _mapped_errors() -> Iterator[None]:
+    """Raise psycopg errors of a caller's connection as venturi's, never retried: the
+    caller's transaction is aborted and only the caller may roll it back."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise retrying.store_error(exc) from exc
+
+
 def _new_pool(
     conninfo: str, kwargs: dict[str, Any], size: int, timeout: float, name: str
 ) -> ConnectionPool[Any]:
@@ -458,17 +547,6 @@ def _run(
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query, params)
         return cur.fetchall() if cur.description else []
-
-
-# SQLSTATEs that say the server cannot be reached or is going away (class 08, and the
-# shutdown codes of class 57); other operational errors (a lock timeout, a serialization
-# failure) are the caller's to see as they are.
-_UNREACHABLE_STATES: Final = ("57P01", "57P02", "57P03")
-
-
-def _means_unreachable(exc: psycopg.OperationalError) -> bool:
-    state = exc.sqlstate
-    return state is None or state.startswith("08") or state in _UNREACHABLE_STATES
 
 
 def _without_dsn_text(message: str, dsn: str) -> str:

@@ -347,7 +347,7 @@ class Queue:
         claim = Claim.of(job)
 
         def extend() -> bool:
-            return job.id in self.store.extend_lease([(claim, lease)])
+            return self.store.extend_lease([(claim, lease)]).kept(job.id)
 
         try:
             settlement = execute(self.definitions[job.kind], JobContext(job, extend=extend))

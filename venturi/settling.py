@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Final
 
-from venturi.errors import StoreUnavailable
+from venturi import retrying
+from venturi.errors import StoreError, first_line
 from venturi.events import WorkerEvents
 from venturi.execution import job_extra
 from venturi.models import Settlement
@@ -16,46 +18,70 @@ from venturi.store import Store
 
 logger = logging.getLogger("venturi.worker")
 
-SETTLE_ATTEMPTS: Final = 50
+# How long a settlement keeps retrying a passing error before its run is let go.
+SETTLE_RETRY_SECONDS: Final = 300.0
 
 
 class Settler:
     """Settles held runs one at a time (`settle`) and records every settled run
     (`settled`, also the `Completer`'s callback for batched completions).
 
-    A settlement the database fences out (the run lost its claim: cancelled, reaped,
-    taken over) changes nothing and is logged as a warning, never dropped silently.
+    Every held run ends here: settled (applied, or fenced out because the run lost its
+    claim, logged as a warning), or let go (`let_go`) when its settlement could not be
+    written, so that the heartbeat stops renewing it, its lease lapses and the reaper
+    recovers the job. A fatal database error is also reported through ``on_fatal``.
     """
 
     def __init__(
-        self, store: Store, held: HeldJobs, events: WorkerEvents, force: threading.Event
+        self,
+        store: Store,
+        held: HeldJobs,
+        events: WorkerEvents,
+        force: threading.Event,
+        on_fatal: Callable[[BaseException], None],
+        *,
+        retry_seconds: float = SETTLE_RETRY_SECONDS,
     ) -> None:
         self.store = store
         self.held = held
         self.events = events
         self.force = force
+        self.on_fatal = on_fatal
+        self.retry_seconds = retry_seconds
 
     def settle(self, held: HeldJob, settlement: Settlement) -> None:
-        """Apply ``settlement``, retrying through an outage (until ``force`` is set)."""
-        failures = 0
-        while True:
-            try:
-                applied = self.store.settle(held.claim, settlement)
-                break
-            except StoreUnavailable as exc:
-                failures += 1
-                if self.force.is_set() or held.lost or failures > SETTLE_ATTEMPTS:
-                    logger.error(
-                        "could not settle job %s (%s): %s; its lease will lapse",
-                        held.job.id,
-                        held.job.kind,
-                        exc,
-                        extra=job_extra(held.job),
-                    )
-                    self.held.remove(held)
-                    return
-                self.force.wait(min(0.1 * 2**failures, 5.0))
+        """Apply ``settlement``, retrying passing errors (until ``force`` is set or
+        ``retry_seconds`` pass); never raises."""
+        try:
+            applied = retrying.retry(
+                lambda: self.store.settle(held.claim, settlement),
+                what=f"settling job {held.job.id} ({settlement.action.value})",
+                logger=logger,
+                deadline=time.monotonic() + self.retry_seconds,
+                stop=self.force,
+            )
+        except Exception as exc:
+            self.let_go(held, exc)
+            return
         self.settled(held, settlement, applied)
+
+    def let_go(self, held: HeldJob, exc: BaseException) -> None:
+        """Stop holding a run whose settlement could not be written: its lease lapses
+        and the reaper takes the job back."""
+        try:
+            logger.error(
+                "could not settle job %s (%s) run %d: %s; letting its lease lapse",
+                held.job.id,
+                held.job.kind,
+                held.job.run_count,
+                first_line(exc),
+                exc_info=not isinstance(exc, StoreError),
+                extra=job_extra(held.job),
+            )
+            if retrying.classify(exc) is retrying.ErrorClass.FATAL:
+                self.on_fatal(exc)
+        finally:
+            self.held.remove(held)
 
     def settled(self, held: HeldJob, settlement: Settlement, applied: bool) -> None:
         """A settlement committed (``applied``) or was fenced out: stop holding the run

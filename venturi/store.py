@@ -10,6 +10,7 @@ from psycopg import Connection
 from ulid import ULID
 
 from venturi.models import (
+    BatchOutcome,
     Claim,
     CleanupCriteria,
     HistoryCursor,
@@ -64,9 +65,9 @@ class Store(Protocol):
 
     def settle(self, claim: Claim, settlement: Settlement) -> bool: ...
 
-    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> set[ULID]: ...
+    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome: ...
 
-    def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> set[ULID]: ...
+    def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome: ...
 
     def find_stale(self, limit: int = 100) -> list[JobRecord]: ...
 

@@ -17,10 +17,17 @@ from typing import Any, Final
 
 from venturi.completer import Completer
 from venturi.context import JobContext
+from venturi.deadlines import Deadlines
 from venturi.dispatcher import Dispatcher
-from venturi.errors import ConfigurationError, ForkedError, StoreUnavailable
+from venturi.errors import (
+    ConfigurationError,
+    ForkedError,
+    StoreUnavailable,
+    WorkerFailed,
+    first_line,
+)
 from venturi.events import WorkerEvents
-from venturi.execution import execute, failed
+from venturi.execution import execute, failed, job_extra
 from venturi.heartbeat import Heartbeat
 from venturi.looping import Periodic
 from venturi.models import SMALLINT_MAX, SMALLINT_MIN, JobRecord, SettleAction, Settlement
@@ -30,10 +37,13 @@ from venturi.registry import JobDefinition
 from venturi.running import HeldJob, HeldJobs
 from venturi.settling import Settler
 from venturi.store import Notifier, Store
+from venturi.supervision import Supervisor
 
 logger = logging.getLogger("venturi.worker")
 
 _SENTINEL: Final = None
+# How long a worker that stopped itself waits for its running jobs.
+FAILURE_STOP_TIMEOUT: Final = 10.0
 
 
 class _State(enum.Enum):
@@ -114,11 +124,16 @@ class Worker:
         self._stopping = threading.Event()
         self._force = threading.Event()
         self._ready: queue.SimpleQueue[HeldJob | None] = queue.SimpleQueue()
+        self._stopped = threading.Event()
+        # Why the worker stopped itself (a fatal database error, a thread that kept failing).
+        self.failure: BaseException | None = None
+        self._supervisor = Supervisor(self._fail, self.events.thread_restarted, self._stopping)
         self._threads: list[threading.Thread] = []
         self._dispatcher: Dispatcher | None = None
         self._dispatcher_thread: threading.Thread | None = None
         self._heartbeat: Heartbeat | None = None
-        self._periodics: list[Periodic] = []
+        self._deadlines = Deadlines(self._timed_out)
+        self._periodics: list[tuple[Periodic, threading.Thread]] = []
         self._side_store: Store | None = None
         self._completer: Completer | None = None
         self._settler: Settler | None = None
@@ -133,6 +148,13 @@ class Worker:
     def listening(self) -> bool:
         """True once the listener's self-probe NOTIFY came back (False: polling)."""
         return self._dispatcher is not None and self._dispatcher.listening
+
+    @property
+    def healthy(self) -> bool:
+        """Running, not failed, and every one of its threads alive."""
+        return (
+            self._state is _State.RUNNING and self.failure is None and not self._supervisor.dead()
+        )
 
     @property
     def notifier(self) -> Notifier | None:
@@ -184,13 +206,8 @@ class Worker:
         except StoreUnavailable as exc:
             logger.warning("database unavailable at start (%s); will keep retrying", exc)
         self._build(leases, heartbeat_every)
-        assert self._completer is not None and self._dispatcher_thread is not None
-        self._completer.start()
-        for periodic in self._periodics:
-            periodic.start()
-        for thread in self._threads:
+        for thread in self._supervisor.threads:
             thread.start()
-        self._dispatcher_thread.start()
         logger.info(
             "worker %s started: kinds %s, concurrency %d",
             self.name,
@@ -202,11 +219,19 @@ class Worker:
     def _build(self, leases: dict[str, float], heartbeat_every: float) -> None:
         # Heartbeat and reaper get a connection of their own: handlers that keep the main
         # pool busy must never make a beat late. Both run one short statement at a time.
-        self._settler = Settler(self.store, self.held, self.events, self._force)
+        spawn = self._supervisor.thread
+        self._settler = Settler(self.store, self.held, self.events, self._force, self._fail)
+        self._completer = Completer(
+            self.store,
+            self._settler.settled,
+            self._settler.let_go,
+            spawn,
+            batch_size=self._completion_batch,
+        )
         self._side_store = self.store.sibling(pool_size=1)
         self._heartbeat = Heartbeat(self._side_store, self.held, self.events)
         reaper = Reaper(self._side_store, self.definitions, self.events)
-        self._periodics = [
+        periodics = [
             # After a failed beat, try again within one interval: leases will not wait.
             Periodic(
                 "venturi-heartbeat",
@@ -222,7 +247,8 @@ class Worker:
                 logging.getLogger("venturi.reaper"),
             ),
         ]
-        self._completer = Completer(self.store, self._settler.settled, self._completion_batch)
+        self._periodics = [(p, spawn(p.name, p.run)) for p in periodics]
+        spawn("venturi-deadlines", self._deadlines.run)
         self._dispatcher = Dispatcher(
             self.store,
             self.store.notifier(),
@@ -237,12 +263,9 @@ class Worker:
             stopping=self._stopping,
         )
         self._threads = [
-            threading.Thread(target=self._handle_loop, name=f"venturi-handler-{i}", daemon=True)
-            for i in range(self.concurrency)
+            spawn(f"venturi-handler-{i}", self._handle_loop) for i in range(self.concurrency)
         ]
-        self._dispatcher_thread = threading.Thread(
-            target=self._dispatcher.run, name="venturi-dispatcher", daemon=True
-        )
+        self._dispatcher_thread = spawn("venturi-dispatcher", self._dispatcher.run)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop gracefully; idempotent, and safe before `start` and from any thread.
@@ -255,16 +278,25 @@ class Worker:
         with self._lock:
             if self._state is _State.NEW:
                 self._state = _State.STOPPED
+                self._stopped.set()
                 self._run_stop_hooks()
                 return
             if self._state is not _State.RUNNING:
-                return
-            self._state = _State.STOPPING
+                in_progress = True
+            else:
+                in_progress = False
+                self._state = _State.STOPPING
+        if in_progress:
+            # Another thread is stopping it (or it stopped itself): return when that ends.
+            if threading.current_thread() not in self._supervisor.threads:
+                self._stopped.wait()
+            return
         deadline = time.monotonic() + timeout
         self._stopping.set()
         assert self._dispatcher is not None and self._dispatcher_thread is not None
         self._dispatcher.wake()
         self._dispatcher_thread.join(max(0.0, deadline - time.monotonic()))
+        self._dispatcher.notifier.close()
         released = self._release_queued()
         for held in self.held.snapshot():
             held.ctx.stopping.set()
@@ -279,6 +311,7 @@ class Worker:
         with self._lock:
             self._state = _State.STOPPED
         self._run_stop_hooks()
+        self._stopped.set()
         logger.info(
             "worker %s stopped: released %d prefetched and %d running jobs",
             self.name,
@@ -290,8 +323,12 @@ class Worker:
         assert self._completer is not None
         # Flush completions before the heartbeat stops, so their leases hold meanwhile.
         self._completer.stop(max(1.0, deadline - time.monotonic()))
-        for periodic in self._periodics:
+        self._deadlines.stop()
+        for periodic, _ in self._periodics:
             periodic.stop()
+        for _, thread in self._periodics:
+            if thread is not threading.current_thread():
+                thread.join(5.0)
         if self._side_store is not None:
             self._side_store.close()
 
@@ -332,6 +369,7 @@ class Worker:
         """Run in the foreground until SIGINT or SIGTERM, then stop gracefully.
 
         A second signal releases running jobs at once instead of waiting ``timeout``.
+        Raises `WorkerFailed` when the worker stopped itself (see `failure`).
         Signal handlers are installed only in the main thread (elsewhere, call `stop`
         from another thread) and restored on return.
         """
@@ -358,6 +396,10 @@ class Worker:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if self.failure is not None:
+            raise WorkerFailed(
+                f"worker {self.name} stopped itself: {first_line(self.failure)}"
+            ) from self.failure
 
     def __enter__(self) -> Worker:
         return self.start()
@@ -385,23 +427,59 @@ class Worker:
             if self._stopping.is_set():
                 self._release_unstarted(held)
                 continue
-            taken = time.monotonic()
-            self.held.mark_started(held)
-            job = held.job
-            self.events.job_started(job, max(0.0, time.time() - job.visible_at.timestamp()))
             try:
-                settlement = execute(held.definition, held.ctx)
-            except BaseException as exc:
-                # SystemExit from a handler (sys.exit) would end this thread for good and
-                # shrink the pool; it is the handler's failure like any exception.
-                settlement = failed(held.definition, held.ctx, exc)
-            self.held.mark_ended(held)
-            self._dispatcher.slot_freed(time.monotonic() - taken)
-            if settlement.action is SettleAction.COMPLETE and self._completer_accepts():
-                assert self._completer is not None
-                self._completer.submit(held, settlement)
-            else:
-                self._settler.settle(held, settlement)
+                self._handle(held)
+            except Exception as exc:
+                # Whatever went wrong around the handler, the run must not stay held.
+                logger.exception("handling job %s failed", held.job.id)
+                self._settler.let_go(held, exc)
+
+    def _handle(self, held: HeldJob) -> None:
+        assert self._dispatcher is not None and self._settler is not None
+        taken = time.monotonic()
+        self.held.mark_started(held)
+        self._deadlines.add(held)
+        job = held.job
+        self.events.job_started(job, max(0.0, time.time() - job.visible_at.timestamp()))
+        try:
+            settlement = execute(held.definition, held.ctx)
+        except BaseException as exc:
+            # SystemExit from a handler (sys.exit) would end this thread for good and
+            # shrink the pool; it is the handler's failure like any exception.
+            settlement = failed(held.definition, held.ctx, exc)
+        self.held.mark_ended(held)
+        self._dispatcher.slot_freed(time.monotonic() - taken)
+        if settlement.action is SettleAction.COMPLETE and self._completer_accepts():
+            assert self._completer is not None
+            self._completer.submit(held, settlement)
+        else:
+            self._settler.settle(held, settlement)
 
     def _completer_accepts(self) -> bool:
         return self._completer is not None and self._completer.running
+
+    def _timed_out(self, held: HeldJob) -> None:
+        """A run passed its timeout: ask it to stop, and renew its lease no more."""
+        held.lapsing = True
+        held.ctx.stopping.set()
+        logger.warning(
+            "job %s (%s) passed its %ss timeout; stopping it and letting its lease lapse",
+            held.job.id,
+            held.job.kind,
+            held.definition.timeout,
+            extra=job_extra(held.job),
+        )
+
+    def _fail(self, exc: BaseException) -> None:
+        """Stop the worker because of ``exc`` (from any of its threads): record it,
+        report it, and stop from a thread of its own (a worker thread cannot join
+        itself)."""
+        with self._lock:
+            if self.failure is not None or self._state is not _State.RUNNING:
+                return
+            self.failure = exc
+        logger.critical("worker %s is stopping itself: %s", self.name, first_line(exc))
+        self.events.worker_failed(exc)
+        threading.Thread(
+            target=self.stop, args=(FAILURE_STOP_TIMEOUT,), name="venturi-failstop", daemon=True
+        ).start()

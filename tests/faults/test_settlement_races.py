@@ -174,7 +174,7 @@ def test_forced_interleaving(  # noqa: PLR0917 (fixtures and parameters)
     calls: dict[str, Callable[[], Any]] = {
         "settle": lambda: store.settle(Claim.of(job), Settlement.complete()),
         "reaper": reaper.run_once,
-        "heartbeat": lambda: job.id in store.extend_lease([(Claim.of(job), 300.0)]),
+        "heartbeat": lambda: job.id in store.extend_lease([(Claim.of(job), 300.0)]).applied,
         "cancel": lambda: store.cancel(job.id),
     }
     got = race.run(job, calls[first], calls[second])

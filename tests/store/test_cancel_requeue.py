@@ -6,7 +6,7 @@ import pytest
 
 from tests.support import Listener, Probe
 from venturi.errors import ConfigurationError
-from venturi.models import Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
+from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
 from venturi.pgstore import PostgresStore
 
 
@@ -41,7 +41,7 @@ def test_cancel_a_claimed_job_fences_out_its_run(store: PostgresStore) -> None:
     after = store.get(job.id)
     assert after is not None and after.status is JobStatus.CANCELLED
     assert after.claim_expires_at is None
-    assert store.extend_lease([(Claim.of(job), 60)]) == set()
+    assert store.extend_lease([(Claim.of(job), 60)]) == BatchOutcome()
     assert store.settle(Claim.of(job), Settlement.complete()) is False
     assert store.find_stale() == []
     assert [e.outcome for e in store.journal(job.id)] == [Outcome.CANCELLED]

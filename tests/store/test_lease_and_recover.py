@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.support import Listener, Probe, wait_until
-from venturi.models import Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
+from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
 from venturi.pgstore import PostgresStore
 
 
@@ -25,13 +25,13 @@ def test_extend_lease_moves_the_expiry_in_database_time(store: PostgresStore) ->
     jobs = store.claim("w", {"k": 5}, 2)
     before = store.now()
     held = store.extend_lease([(Claim.of(j), 600) for j in jobs])
-    assert held == {j.id for j in jobs}
+    assert held == BatchOutcome(applied=frozenset(j.id for j in jobs))
     for job in jobs:
         after = store.get(job.id)
         assert after is not None and after.claim_expires_at is not None
         assert before + timedelta(seconds=600) <= after.claim_expires_at
         assert after.claim_expires_at <= store.now() + timedelta(seconds=600)
-    assert store.extend_lease([]) == set()
+    assert store.extend_lease([]) == BatchOutcome()
 
 
 def test_extend_lease_is_fenced(store: PostgresStore, probe: Probe) -> None:
@@ -48,7 +48,7 @@ def test_extend_lease_is_fenced(store: PostgresStore, probe: Probe) -> None:
             (Claim.of(d), 600),
         ]
     )
-    assert held == set()
+    assert held == BatchOutcome()
     assert probe.rows("SELECT id, claim_expires_at FROM {jobs} ORDER BY id") == before
 
 
@@ -112,7 +112,7 @@ def test_recover_is_fenced_by_the_epoch(store: PostgresStore, probe: Probe) -> N
 def test_recover_is_fenced_by_the_expiry(store: PostgresStore, probe: Probe) -> None:
     stale = _expired(store)
     # A heartbeat got there first: the lease is live again, so the reaper's view is stale.
-    assert store.extend_lease([(Claim.of(stale), 600)]) == {stale.id}
+    assert store.extend_lease([(Claim.of(stale), 600)]).applied == {stale.id}
     rows = probe.rows("SELECT * FROM {jobs}")
     assert store.recover(stale) is False
     assert probe.rows("SELECT * FROM {jobs}") == rows
@@ -131,4 +131,4 @@ def test_recover_is_fenced_by_the_status(store: PostgresStore) -> None:
 def test_a_recovered_run_loses_its_lease(store: PostgresStore) -> None:
     stale = _expired(store)
     assert store.recover(stale)
-    assert store.extend_lease([(Claim.of(stale), 600)]) == set()
+    assert store.extend_lease([(Claim.of(stale), 600)]) == BatchOutcome()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support import Listener, Probe
-from venturi.models import Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
+from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
 from venturi.pgstore import PostgresStore
 
 ALL_SETTLEMENTS: dict[str, Callable[[], Settlement]] = {
@@ -60,11 +60,11 @@ def test_complete_many_applies_only_the_runs_still_held(store: PostgresStore) ->
             (stale, Settlement.complete()),
         ]
     )
-    assert applied == {c.job_id for c in claims[:3]}
+    assert applied == BatchOutcome(applied=frozenset(c.job_id for c in claims[:3]))
     last = store.get(claims[3].job_id)
     assert last is not None and last.status is JobStatus.CLAIMED
     assert store.journal(claims[3].job_id) == []
-    assert store.complete_many([]) == set()
+    assert store.complete_many([]) == BatchOutcome()
 
 
 def test_retry_counts_a_failure_and_repends_after_the_delay(

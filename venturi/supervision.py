@@ -1,0 +1,80 @@
+"""Supervised threads: a worker thread that raises is logged and restarted, never lost."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+from venturi import retrying
+from venturi.errors import WorkerFailed
+
+logger = logging.getLogger("venturi.worker")
+
+# More restarts than this within RESTART_WINDOW seconds and the worker gives up.
+RESTART_LIMIT: Final = 5
+RESTART_WINDOW: Final = 60.0
+_RESTART_BACKOFF: Final = retrying.Backoff(base=0.1, cap=5.0)
+
+
+class Supervisor:
+    """Makes the worker's threads. Each runs its body; if the body raises, the error is
+    logged with its traceback, reported to ``on_restart`` and the body runs again after
+    a short backoff. A fatal database error, or more than `RESTART_LIMIT` restarts of
+    one thread within `RESTART_WINDOW` seconds, goes to ``on_failure`` instead and the
+    thread ends: the worker then stops itself.
+    """
+
+    def __init__(
+        self,
+        on_failure: Callable[[BaseException], None],
+        on_restart: Callable[[str], None],
+        stopping: threading.Event,
+    ) -> None:
+        self.on_failure = on_failure
+        self.on_restart = on_restart
+        self.stopping = stopping
+        self.threads: list[threading.Thread] = []
+
+    def thread(self, name: str, body: Callable[[], object]) -> threading.Thread:
+        """A new (unstarted) daemon thread running ``body`` under supervision."""
+        thread = threading.Thread(target=self._supervise, args=(name, body), name=name)
+        thread.daemon = True
+        self.threads.append(thread)
+        return thread
+
+    def dead(self) -> list[str]:
+        """Names of started threads that are no longer running."""
+        return [t.name for t in self.threads if t.ident is not None and not t.is_alive()]
+
+    def _supervise(self, name: str, body: Callable[[], object]) -> None:
+        restarts: collections.deque[float] = collections.deque()
+        while True:
+            try:
+                body()
+                return
+            except BaseException as exc:  # a thread must not end silently, whatever ended it
+                now = time.monotonic()
+                restarts.append(now)
+                while restarts and restarts[0] < now - RESTART_WINDOW:
+                    restarts.popleft()
+                if retrying.classify(exc) is retrying.ErrorClass.FATAL:
+                    logger.critical("thread %s hit a fatal database error", name, exc_info=exc)
+                    self.on_failure(exc)
+                    return
+                if len(restarts) > RESTART_LIMIT:
+                    logger.critical("thread %s keeps failing; giving up", name, exc_info=exc)
+                    failure = WorkerFailed(
+                        f"thread {name} failed {len(restarts)} times within {RESTART_WINDOW:g}s"
+                    )
+                    failure.__cause__ = exc
+                    self.on_failure(failure)
+                    return
+                logger.exception("thread %s failed; restarting it", name)
+                self.on_restart(name)
+                # A stopping worker restarts at once: the body may still have work to finish.
+                if not self.stopping.is_set():
+                    self.stopping.wait(_RESTART_BACKOFF.delay(len(restarts)))
