@@ -26,6 +26,7 @@ from venturi.models import NewJob
 
 LEASE: Final = 3.0  # a heartbeat a second
 RERUNS: Final = invariants.INTERRUPTED
+ORPHAN_KIND: Final = "fault.orphan"
 
 
 @pytest.fixture
@@ -95,8 +96,9 @@ def test_one_locked_row_stalls_no_other_job(
         # The locked job's lease cannot be renewed: it lapses, and the reapers must pass
         # over its locked row to reach the next stale claim.
         wait_until(lambda: _lapsed(watch, locked), 3 * LEASE, what="the lease to lapse")
-        vanished = queue.store.enqueue(NewJob(MIX_KIND, {}))
-        [claim] = queue.store.claim("vanished", {MIX_KIND: 0.05}, 1)
+        # A kind no worker here runs, so only a reaper takes it (back to pending).
+        vanished = queue.store.enqueue(NewJob(ORPHAN_KIND, {}))
+        [claim] = queue.store.claim("vanished", {ORPHAN_KIND: 0.05}, 1)
         assert claim.id == vanished
         wait_until(
             lambda: "recovered" in _outcomes(watch, vanished),
