@@ -72,8 +72,10 @@ def test_one_locked_row_stalls_no_other_job(
     other: venturi.Worker | None = None
     runner.start()
     try:
-        locked, *others = queue.enqueue_many(
-            [NewJob(MIX_KIND, {"ms": 60_000})] + [NewJob(MIX_KIND, {"ms": 4_000}) for _ in range(3)]
+        # The locked job is claimed last, so a heartbeat that updates the batch in claim
+        # order would hold the other rows while it waits for this one.
+        *others, locked = queue.enqueue_many(
+            [NewJob(MIX_KIND, {"ms": 4_000}) for _ in range(3)] + [NewJob(MIX_KIND, {"ms": 60_000})]
         )
         wait_until(lambda: len(watch.executions()) == 4, 10, what="all four jobs to start")
         user.execute(

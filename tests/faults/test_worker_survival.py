@@ -8,9 +8,13 @@ go of every run, and go on claiming.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Final
 
 import psycopg
@@ -214,3 +218,42 @@ def test_a_permanent_error_stops_the_worker_loudly(
     assert not isinstance(failure, venturi.StoreUnavailable), repr(failure)
     assert raised.__cause__ is failure
     assert not worker.healthy
+
+
+APP: Final = """\
+import os
+
+import venturi
+
+queue = venturi.Queue(os.environ["VENTURI_DSN"], prefix=os.environ["APP_PREFIX"])
+
+
+@queue.job("fault.noop")
+def noop() -> None:
+    pass
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_cli_worker_exits_1_on_a_permanent_error(
+    database_dsn: str, shared_prefix: str, watch: Watch, tmp_path: Path
+) -> None:
+    """``venturi worker`` whose jobs table is dropped stops itself and exits 1."""
+    (tmp_path / "permapp.py").write_text(APP)
+    log = tmp_path / "worker.log"
+    env = {**os.environ, "VENTURI_DSN": database_dsn, "APP_PREFIX": shared_prefix}
+    code = "from venturi.cli import main; main()"
+    args = [sys.executable, "-c", code, "worker", "--app", "permapp", "--poll-interval", "1s"]
+    with venturi.Queue(database_dsn, prefix=shared_prefix) as queue:
+        first = queue.enqueue("fault.noop")
+    with log.open("wb") as out:
+        process = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=out, stderr=out)
+    try:
+        _drop_when(lambda: settled(watch, [first]), database_dsn, shared_prefix).join(60)
+        exit_code = process.wait(60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert exit_code == 1, log.read_text()
