@@ -1,4 +1,5 @@
-"""The fault-injection harness itself: each error class is a genuine server error."""
+"""The fault harness itself: each injected error class is a genuine server error, and
+the thread check reports a worker's dead threads."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+import venturi
 from tests.faults.injection import ErrorClass, Faults, InjectingStore
+from tests.faults.workload import STATEMENT_THREADS, missing_threads, threads_before
 from venturi.errors import VenturiError
 
 # What a failing statement may raise: the server's error, or the store's word for it.
@@ -55,3 +58,21 @@ def test_other_statements_and_later_runs_are_left_alone(injecting: InjectingStor
     with injecting.statement("probe"), injecting.connection() as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
     assert injecting.faults.count == 1
+
+
+def test_missing_threads_names_the_threads_of_a_stopped_worker(
+    database_dsn: str, prefix: str
+) -> None:
+    with venturi.Queue(database_dsn, prefix=prefix) as queue:
+        queue.migrate()
+        queue.job("harness.noop")(lambda: None)
+        worker = queue.worker(concurrency=2)
+        before = threads_before()
+        worker.start()
+        assert missing_threads(before, 2) == set()
+        worker.stop(5)
+        assert missing_threads(before, 2) == {
+            "venturi-handler-0",
+            "venturi-handler-1",
+            *STATEMENT_THREADS,
+        }

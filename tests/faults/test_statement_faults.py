@@ -100,6 +100,8 @@ def test_a_failing_statement_leaves_the_worker_whole_and_draining(
         wait_until(lambda: scene.faults.count, 15, what=f"{statement} to fail with {error.name}")
         wait_until(lambda: settled(scene.watch, ids), 20, 0.05, "the batch to be settled")
         figures = invariants.check(database_dsn, scene.queue.prefix, ids, reruns=RERUNS)
+        # A run stays held only while its settlement is pending or in flight.
+        wait_until(lambda: not len(worker.held), 5, 0.05, "the held set to empty")
         assert not missing_threads(before, CONCURRENCY), "worker threads died"
         assert worker.healthy, f"worker unhealthy: {worker.failure!r}"
         more = enqueue_mix(scene.queue, [("complete", 0)] * 3)

@@ -85,6 +85,8 @@ def test_a_completion_that_cannot_be_written_is_never_left_held(
             0.05,
             "the run to complete or to be recovered",
         )
+        # Settled or let go: either way the worker holds it no more (nor renews its lease).
+        wait_until(lambda: not len(worker.held), 5, 0.05, "the worker to stop holding the run")
     finally:
         worker.stop(5)
         queue.close()
