@@ -44,6 +44,11 @@ def _many(queue: venturi.Queue, conn: psycopg.Connection[Any] | None = None) -> 
 
 
 ENQUEUES: Final = {"enqueue": _one, "enqueue_many": _many}
+EACH_SETTING_AND_ENQUEUE: Final = pytest.mark.parametrize(
+    ("setting", "enqueue"),
+    [(setting, enqueue) for setting in SETTINGS for enqueue in ENQUEUES.values()],
+    ids=[f"{setting}-{name}" for setting in SETTINGS for name in ENQUEUES],
+)
 
 
 @pytest.fixture
@@ -59,8 +64,7 @@ def _count(watch: Watch) -> int:
     return int(watch.rows(sql.SQL("SELECT count(*) FROM {}").format(watch.jobs))[0][0])
 
 
-@pytest.mark.parametrize("enqueue", ENQUEUES.values(), ids=ENQUEUES.keys())
-@pytest.mark.parametrize("setting", SETTINGS)
+@EACH_SETTING_AND_ENQUEUE
 @pytest.mark.timeout(60)
 def test_an_own_pool_enqueue_retries_through_a_passing_lock(
     database_dsn: str, shared_prefix: str, watch: Watch, setting: str, enqueue: Enqueue
@@ -74,8 +78,7 @@ def test_an_own_pool_enqueue_retries_through_a_passing_lock(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("enqueue", ENQUEUES.values(), ids=ENQUEUES.keys())
-@pytest.mark.parametrize("setting", SETTINGS)
+@EACH_SETTING_AND_ENQUEUE
 @pytest.mark.timeout(120)
 def test_an_own_pool_enqueue_gives_up_as_store_unavailable(
     database_dsn: str, shared_prefix: str, watch: Watch, setting: str, enqueue: Enqueue
@@ -95,8 +98,7 @@ def test_an_own_pool_enqueue_gives_up_as_store_unavailable(
     assert _count(watch) == 0
 
 
-@pytest.mark.parametrize("enqueue", ENQUEUES.values(), ids=ENQUEUES.keys())
-@pytest.mark.parametrize("setting", SETTINGS)
+@EACH_SETTING_AND_ENQUEUE
 @pytest.mark.timeout(60)
 def test_an_enqueue_on_the_callers_connection_is_never_retried(
     database_dsn: str, shared_prefix: str, watch: Watch, setting: str, enqueue: Enqueue
