@@ -54,7 +54,7 @@ _TRANSIENT: Final = {
 }
 # SQLSTATEs (or classes) after which nothing this queue does can work.
 _FATAL: Final = {
-    "42P01": "a queue table is missing (schema dropped?)",
+    "42P01": "a queue table is missing (run `venturi migrate` or queue.migrate())",
     "3F000": "schema missing",
     "42703": "a queue column is missing (schema out of date?)",
     "42883": "a function is missing",

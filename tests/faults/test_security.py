@@ -206,8 +206,10 @@ def test_a_role_granted_one_prefix_cannot_touch_another(
             }
             refused = {}
             for what, attempt in attempts.items():
-                with pytest.raises(psycopg.errors.InsufficientPrivilege) as denied:
+                with pytest.raises(venturi.StoreError, match="permission denied") as denied:
                     attempt()
+                assert isinstance(denied.value.__cause__, psycopg.errors.InsufficientPrivilege)
+                assert not isinstance(denied.value, venturi.StoreUnavailable)  # not retried
                 refused[what] = str(denied.value).splitlines()[0]
         with psycopg.connect(own_server.dsn) as conn:
             rows = conn.execute(

@@ -1,5 +1,6 @@
-"""Settlement races: many settles of one claim, and each pair of racing transitions in
-both orders, the order forced by a row lock held from a side connection.
+"""Settlement races: many settles of one claim, each pair of racing transitions in both
+orders, and the batched transitions skipping (never waiting for) a row another session
+holds locked.
 
 (tests/store/test_races.py runs 32 threads x 50 rounds and cancel vs complete; this is
 the 64 x 200 run the fault suite promises, plus the reaper's races.)
@@ -22,11 +23,9 @@ from psycopg import sql
 
 from tests.faults import invariants
 from tests.faults.server import ThrowawayServer
-from tests.support import wait_until
-from venturi.models import Claim, JobRecord, NewJob, Settlement
+from venturi.models import BatchOutcome, Claim, JobRecord, NewJob, Settlement
 from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
-from venturi.reaper import Reaper
 
 THREADS = 64
 ROUNDS = 200
@@ -85,59 +84,14 @@ def test_64_concurrent_settles_of_one_claim_200_times(
     assert sum(winners.values()) == ROUNDS
 
 
-class Interleaving:
-    """Two store calls racing for one job row, forced into a chosen order.
-
-    A side connection locks the row; the first call starts and blocks on it, then the
-    second starts and queues behind the first; releasing the lock lets them run in that
-    order (PostgreSQL grants a row to its waiters first come, first served).
-    """
-
-    def __init__(self, dsn: str, prefix: str) -> None:
-        self.dsn = dsn
-        self.prefix = prefix
-        self.jobs = sql.Identifier(f"{prefix}_jobs")
-
-    def _waiting(self, observer: psycopg.Connection[Any]) -> int:
-        row = observer.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND query LIKE %s AND pid <> pg_backend_pid()",
-            (f"%{self.prefix}_jobs%",),
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    def run(self, job: JobRecord, first: Callable[[], Any], second: Callable[[], Any]) -> list[Any]:
-        results: list[Any] = [None, None]
-        threads = []
-        # Watched from a connection outside the lock's transaction: a transaction reads
-        # pg_stat_activity once and then keeps that snapshot.
-        observer = psycopg.connect(self.dsn, autocommit=True)
-        with observer, psycopg.connect(self.dsn, autocommit=True) as side, side.transaction():
-            side.execute(
-                sql.SQL("SELECT 1 FROM {} WHERE id = %s FOR UPDATE").format(self.jobs),
-                (job.id.to_uuid(),),
-            )
-            for index, call in enumerate((first, second)):
-
-                def target(i: int = index, c: Callable[[], Any] = call) -> None:
-                    results[i] = c()
-
-                thread = threading.Thread(target=target)
-                thread.start()
-                threads.append(thread)
-                wait_until(lambda n=index + 1: self._waiting(observer) == n, 30, 0.01, "a waiter")  # type: ignore[misc]
-        for thread in threads:
-            thread.join(30)
-        return results
-
-    def expire(self, job: JobRecord) -> None:
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL(
-                    "UPDATE {} SET claim_expires_at = now() - interval '1 second' WHERE id = %s"
-                ).format(self.jobs),
-                (job.id.to_uuid(),),
-            )
+def _expire(dsn: str, prefix: str, job: JobRecord) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "UPDATE {} SET claim_expires_at = now() - interval '1 second' WHERE id = %s"
+            ).format(sql.Identifier(f"{prefix}_jobs")),
+            (job.id.to_uuid(),),
+        )
 
 
 def _claimed(store: PostgresStore) -> JobRecord:
@@ -149,15 +103,15 @@ def _claimed(store: PostgresStore) -> JobRecord:
 @pytest.mark.parametrize(
     ("first", "second", "results", "status", "journal"),
     [
-        ("settle", "reaper", [True, 0], "completed", ["completed"]),
-        ("reaper", "settle", [1, False], "pending", ["recovered"]),
-        ("heartbeat", "reaper", [True, 0], "claimed", []),
-        ("reaper", "heartbeat", [1, False], "pending", ["recovered"]),
-        ("cancel", "reaper", [True, 0], "cancelled", ["cancelled"]),
-        ("reaper", "cancel", [1, True], "cancelled", ["recovered", "cancelled"]),
+        ("settle", "reaper", [True, False], "completed", ["completed"]),
+        ("reaper", "settle", [True, False], "pending", ["recovered"]),
+        ("heartbeat", "reaper", [True, False], "claimed", []),
+        ("reaper", "heartbeat", [True, False], "pending", ["recovered"]),
+        ("cancel", "reaper", [True, False], "cancelled", ["cancelled"]),
+        ("reaper", "cancel", [True, True], "cancelled", ["recovered", "cancelled"]),
     ],
 )
-def test_forced_interleaving(  # noqa: PLR0917 (fixtures and parameters)
+def test_racing_transitions_in_both_orders(  # noqa: PLR0917 (fixtures and parameters)
     store: PostgresStore,
     database_dsn: str,
     prefix: str,
@@ -167,17 +121,18 @@ def test_forced_interleaving(  # noqa: PLR0917 (fixtures and parameters)
     status: str,
     journal: list[str],
 ) -> None:
-    race = Interleaving(database_dsn, prefix)
     job = _claimed(store)
-    race.expire(job)  # the reaper may take it: the lease ran out
-    reaper = Reaper(store, {})
+    _expire(database_dsn, prefix, job)  # the reaper may take it: the lease ran out
+    # The reaper's view, read before either transition: it acts on it after the other
+    # one may have committed, as a reaper scanning while a worker settles does.
+    [stale] = store.find_stale()
     calls: dict[str, Callable[[], Any]] = {
         "settle": lambda: store.settle(Claim.of(job), Settlement.complete()),
-        "reaper": reaper.run_once,
-        "heartbeat": lambda: job.id in store.extend_lease([(Claim.of(job), 300.0)]).applied,
+        "reaper": lambda: store.recover(stale),
+        "heartbeat": lambda: store.extend_lease([(Claim.of(job), 300.0)]).kept(job.id),
         "cancel": lambda: store.cancel(job.id),
     }
-    got = race.run(job, calls[first], calls[second])
+    got = [calls[first](), calls[second]()]
     after = store.get(job.id)
     assert after is not None
     outcomes = [entry.outcome.value for entry in store.journal(job.id)]
@@ -186,3 +141,34 @@ def test_forced_interleaving(  # noqa: PLR0917 (fixtures and parameters)
     assert after.status.value == status
     assert outcomes == journal
     invariants.check(database_dsn, prefix, settled=False, stale_after=0)
+
+
+def test_a_locked_row_is_skipped_never_waited_for(
+    store: PostgresStore, database_dsn: str, prefix: str
+) -> None:
+    job = _claimed(store)
+    _expire(database_dsn, prefix, job)
+    [stale] = store.find_stale()
+    claim = Claim.of(job)
+    jobs = sql.Identifier(f"{prefix}_jobs")
+    with (
+        ThreadPoolExecutor(1) as pool,
+        psycopg.connect(database_dsn, autocommit=True) as side,
+        side.transaction(),
+    ):
+        side.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE id = %s FOR UPDATE").format(jobs), (job.id.to_uuid(),)
+        )
+        # Each call must return while the lock is held (a wait would time out here).
+        recovered = pool.submit(store.recover, stale).result(timeout=20)
+        renewed = pool.submit(store.extend_lease, [(claim, 300.0)]).result(timeout=20)
+        completed = pool.submit(store.complete_many, [(claim, Settlement.complete())]).result(
+            timeout=20
+        )
+    assert recovered is False
+    assert renewed == BatchOutcome(busy=frozenset({job.id}))
+    assert completed == BatchOutcome(busy=frozenset({job.id}))
+    assert store.journal(job.id) == []
+    # Once the lock is gone, the reaper takes the expired claim back.
+    assert store.recover(stale) is True
+    assert [e.outcome.value for e in store.journal(job.id)] == ["recovered"]
