@@ -107,6 +107,7 @@ def test_a_failing_statement_leaves_the_worker_whole_and_draining(
         more = enqueue_mix(scene.queue, [("complete", 0)] * 3)
         wait_until(lambda: settled(scene.watch, more), 10, 0.05, "new work after the fault")
         assert figures.statuses.get("completed", 0) >= len(ids) - 2
+        print(f"{statement} x {error.name}: failed {scene.faults.count}x; {figures.line()}")
     finally:
         worker.stop(5)
     invariants.check(database_dsn, scene.queue.prefix, ids + more, reruns=RERUNS)
