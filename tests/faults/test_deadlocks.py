@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import LiteralString
 
 import attrs
+import psycopg
 import pytest
 from psycopg import sql
 
@@ -20,7 +22,7 @@ from tests.faults import invariants, ledger
 from tests.faults.fleet import Fleet
 from tests.faults.scenario import Watch, enqueue_work, prepare
 from tests.faults.server import ThrowawayServer
-from tests.support import drop_prefix, fresh_prefix
+from tests.support import drop_prefix, fresh_prefix, wait_until
 
 RUNS = 5
 PROCESSES = 8
@@ -59,6 +61,12 @@ class ServerLog:
         with self.path.open("rb") as log:
             log.seek(self.offset)
             return log.read().decode(errors="replace")
+
+
+def _setting(dsn: str, name: LiteralString) -> str:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
+        return str(row[0]) if row else ""
 
 
 def _drain(watch: Watch) -> float:
@@ -116,6 +124,9 @@ def test_a_fleet_drains_without_deadlocks_or_stuck_claims(
 ) -> None:
     own_server.write_conf({"log_lock_waits": "on", "deadlock_timeout": "'100ms'"})
     own_server.reload()
+    wait_until(
+        lambda: _setting(own_server.dsn, "deadlock_timeout") == "100ms", 10, what="the reload"
+    )
     figures: list[RunFigures] = []
     try:
         for run in range(1, RUNS + 1):
