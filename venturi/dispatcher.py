@@ -23,7 +23,7 @@ PROBE_TIMEOUT: Final = 2.0
 # flight, or a caller's open transaction); waiting a moment instead of zero keeps the
 # dispatcher from spinning until that lock goes. New work still wakes it by NOTIFY.
 MIN_IDLE_WAIT: Final = 0.05
-CLAIM_BACKOFF: Final = retrying.Backoff(base=0.25, cap=5.0)
+CLAIM_BACKOFF: Final = retrying.Backoff(base=1.0, cap=5.0)
 
 
 class Dispatcher:
