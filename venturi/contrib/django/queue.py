@@ -31,6 +31,7 @@ def _build() -> Queue:
     return Queue(
         connection_string(settings_dict),
         prefix=conf.prefix,
+        listen_dsn=conf.listen_dsn,
         pool_size=conf.pool_size,
         strict=conf.strict,
         max_payload_bytes=conf.max_payload_bytes,
