@@ -33,11 +33,20 @@ def _free_port() -> int:
         return port
 
 
+def _unprivileged_user() -> pwd.struct_passwd:
+    """Who runs pgbouncer when we are root: ``postgres`` where PostgreSQL's packages made
+    that user, else ``nobody``."""
+    try:
+        return pwd.getpwnam("postgres")
+    except KeyError:
+        return pwd.getpwnam("nobody")
+
+
 class PgBouncer:
     """pgbouncer as a subprocess on a free 127.0.0.1 port, ``pool_mode = transaction``,
     trust auth, ``SERVER_CONNECTIONS`` server connections per database and user (fewer
-    than the tests' clients, so clients share them). Runs as the ``postgres`` system
-    user when started as root, since pgbouncer refuses to run as root."""
+    than the tests' clients, so clients share them). Started as root, it runs as an
+    unprivileged user (`_unprivileged_user`), since pgbouncer refuses to run as root."""
 
     def __init__(self, binary: str, server_dsn: str) -> None:
         self.server_dsn = server_dsn
@@ -71,7 +80,7 @@ class PgBouncer:
     def start(self, timeout: float = 15.0) -> None:
         extra: dict[str, Any] = {}
         if os.geteuid() == 0:
-            owner = pwd.getpwnam("postgres")
+            owner = _unprivileged_user()
             for path in (self.dir, *self.dir.iterdir()):
                 os.chown(path, owner.pw_uid, owner.pw_gid)
             extra = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
