@@ -9,7 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 import venturi
+from tests.contrib.test_flask import notes_table  # noqa: F401  (the Flask example's table)
 from tests.pooler.pgbouncer import PgBouncer, find_pgbouncer
+from tests.support import Probe
 
 
 @pytest.fixture(scope="session")
@@ -39,3 +41,11 @@ def pooled_queue(pooled_dsn: str, prefix: str) -> Iterator[venturi.Queue]:
     queue.migrate()
     yield queue
     queue.close()
+
+
+@pytest.fixture
+def probe(database_dsn: str, prefix: str) -> Iterator[Probe]:
+    """Reads the prefix's tables straight from the server, past the pooler."""
+    reader = Probe(database_dsn, prefix)
+    yield reader
+    reader.close()

@@ -17,21 +17,12 @@ from flask import Flask
 from psycopg import sql
 
 from tests.contrib.flask_app import create_app, publish, venturi
-from tests.contrib.test_flask import _create_notes, _notes
+from tests.contrib.test_flask import _notes
 from tests.support import wait_until
 from venturi import JobStatus
 
 SHOP = Path(__file__).with_name("django_shop.py")
 NOTES = 20
-
-
-@pytest.fixture
-def notes_table(database_dsn: str, prefix: str) -> Iterator[str]:
-    table = f"{prefix}_notes"
-    _create_notes(database_dsn, table)
-    yield table
-    with psycopg.connect(database_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
 
 
 @pytest.fixture

@@ -3,10 +3,9 @@ threads at a time, because no statement relies on a server-side prepared stateme
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 from ulid import ULID
 
 import venturi
@@ -14,14 +13,6 @@ from tests.support import Probe
 
 THREADS = 16
 PER_THREAD = 200
-
-
-@pytest.fixture
-def probe(database_dsn: str, prefix: str) -> Iterator[Probe]:
-    """Reads the prefix's tables straight from the server, past the pooler."""
-    reader = Probe(database_dsn, prefix)
-    yield reader
-    reader.close()
 
 
 def _from_threads(work: Callable[[int], list[ULID]]) -> tuple[list[ULID], list[str]]:

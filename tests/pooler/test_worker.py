@@ -5,7 +5,6 @@ pooled server connection (PgBouncer would log each NOTIFY for it as "not linked"
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -16,13 +15,6 @@ from tests.support import Probe, wait_until
 
 JOBS = 300
 NOTIFIES = 20
-
-
-@pytest.fixture
-def probe(database_dsn: str, prefix: str) -> Iterator[Probe]:
-    reader = Probe(database_dsn, prefix)
-    yield reader
-    reader.close()
 
 
 @pytest.fixture(autouse=True)
