@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 # PgBouncer's warning for a server message that arrives while no client is linked to
@@ -68,6 +69,7 @@ class PgBouncer:
             "auth_type = trust\n"
             f"auth_file = {self.dir / 'users.txt'}\n"
             "pool_mode = transaction\n"
+            f"admin_users = {self.user}\n"
             "max_client_conn = 400\n"
             f"default_pool_size = {SERVER_CONNECTIONS}\n"
             f"logfile = {self.log}\n"
@@ -124,6 +126,15 @@ class PgBouncer:
     def not_linked(self, since: int = 0) -> int:
         """How many "not linked" warnings PgBouncer logged after offset ``since``."""
         return self.log_tail(since).count(NOT_LINKED)
+
+    def reconnect(self) -> None:
+        """Have PgBouncer replace every server connection once it is released (its admin
+        console's RECONNECT), dropping whatever session state a test left on them."""
+        admin = make_conninfo(self.dsn, dbname="pgbouncer")
+        with psycopg.connect(admin, autocommit=True) as conn:
+            # The console speaks the simple query protocol only.
+            result = conn.pgconn.exec_(b"RECONNECT")
+        assert result.status == pq.ExecStatus.COMMAND_OK, result.error_message
 
     def stop(self) -> None:
         process, self._process = self._process, None
