@@ -22,7 +22,7 @@ def _no_listen_dsn_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VENTURI_LISTEN_DSN", raising=False)
 
 
-def _run_jobs(queue: venturi.Queue, probe: Probe, worker: venturi.Worker) -> None:
+def _run_jobs(queue: venturi.Queue, probe: Probe) -> None:
     """Enqueue ``JOBS`` jobs through the pooler (one batch, and some one by one); each
     completes on its first claim, journaled once."""
     queue.enqueue_many([venturi.NewJob("pooled", {"n": n}) for n in range(JOBS - 20)])
@@ -38,7 +38,7 @@ def _run_jobs(queue: venturi.Queue, probe: Probe, worker: venturi.Worker) -> Non
     assert probe.count("journal") == JOBS
 
 
-def _notifies_reach_no_pooled_connection(pgbouncer: PgBouncer, probe: Probe, channel: str) -> int:
+def _notifies_on_pooled_connections(pgbouncer: PgBouncer, probe: Probe, channel: str) -> int:
     """Send NOTIFYs on ``channel`` straight to the server; how many PgBouncer logged as
     arriving on a server connection no client is linked to (a LISTEN left there)."""
     since = pgbouncer.log_size()
@@ -74,12 +74,12 @@ def test_with_a_direct_listen_dsn_the_worker_wakes_by_notify(
             what="a NOTIFY to wake the idle worker",
         )
         probe.rows("DELETE FROM {jobs}")
-        _run_jobs(queue, probe, worker)
+        _run_jobs(queue, probe)
         assert worker.listening
     finally:
         worker.stop(timeout=10)
         queue.close()
-    assert _notifies_reach_no_pooled_connection(pgbouncer, probe, probe.prefix.channel) == 0
+    assert _notifies_on_pooled_connections(pgbouncer, probe, probe.prefix.channel) == 0
 
 
 def test_without_listen_dsn_the_worker_polls_and_leaves_no_listen_behind(
@@ -96,8 +96,8 @@ def test_without_listen_dsn_the_worker_polls_and_leaves_no_listen_behind(
     with caplog.at_level(logging.WARNING, logger="venturi"):
         try:
             worker.start()
-            _run_jobs(pooled_queue, probe, worker)
-            leaked = _notifies_reach_no_pooled_connection(pgbouncer, probe, probe.prefix.channel)
+            _run_jobs(pooled_queue, probe)
+            leaked = _notifies_on_pooled_connections(pgbouncer, probe, probe.prefix.channel)
             assert leaked == 0, f"{leaked} NOTIFYs reached a pooled server connection"
             notifier = worker.notifier
             assert notifier is not None and notifier.polling and not notifier.connected
@@ -119,7 +119,7 @@ def test_a_listen_through_the_pooler_stays_on_a_pooled_server_connection(
     with psycopg.connect(pooled_dsn, autocommit=True) as conn:
         conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
     try:
-        assert _notifies_reach_no_pooled_connection(pgbouncer, probe, channel) > 0
+        assert _notifies_on_pooled_connections(pgbouncer, probe, channel) > 0
     finally:
         pgbouncer.reconnect()  # the server connection holding the LISTEN goes
 
