@@ -58,12 +58,13 @@ def test_flask_through_the_pooler(pooled_app: Flask, database_dsn: str, notes_ta
     with pooled_app.app_context():  # and these on the extension's own pool
         ids = [publish.enqueue(note_id=n) for n in range(NOTES + 1, 2 * NOTES + 1)]
     wait_until(
-        lambda: all(published for _, published in _notes(database_dsn, notes_table)),
+        lambda: [p for _, p in _notes(database_dsn, notes_table)] == [True] * 2 * NOTES,
         timeout=60,
         what="every note published by the in-process worker",
     )
     queue = venturi.queue_for(pooled_app)
-    assert all(getattr(queue.get(i), "status", None) is JobStatus.COMPLETED for i in ids)
+    statuses = [getattr(queue.get(i), "status", None) for i in ids]
+    assert statuses == [JobStatus.COMPLETED] * NOTES
     worker = venturi.worker(pooled_app)
     assert worker is not None and worker.listening
 
