@@ -54,12 +54,16 @@ class _Settled(WorkerEvents):
 class VenturiBench:
     """A queue under its own prefix with one no-op kind whose handler writes the ledger."""
 
-    def __init__(self, settings: BenchSettings, label: str = "v") -> None:
+    def __init__(
+        self, settings: BenchSettings, label: str = "v", *, prepared_statements: bool = False
+    ) -> None:
         self.settings = settings
         self.prefix = new_prefix(label)
         self.ledger = Ledger()
         self.backlog = 0
-        self.queue = Queue(settings.dsn, prefix=self.prefix, pool_size=8)
+        self.queue = Queue(
+            settings.dsn, prefix=self.prefix, pool_size=8, prepared_statements=prepared_statements
+        )
         self.queue.migrate()
         self.conn = psycopg.connect(settings.dsn, autocommit=True)
         set_fillfactor(self.conn, self.prefix, settings.fillfactor)

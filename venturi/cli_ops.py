@@ -198,19 +198,34 @@ def _check_schema(queue: Queue) -> str:
     return f"prefix {queue.prefix!r} is at schema version {migrations.latest_version()}"
 
 
+class Polling(Exception):
+    """A check found workers would poll instead of waking by NOTIFY: a warning."""
+
+
+_POLLING_HINT = (
+    "workers poll every --poll-interval instead of waking at once; set --listen-dsn "
+    "(VENTURI_LISTEN_DSN) to the server itself"
+)
+
+
 def _check_notify(queue: Queue, timeout: float) -> str:
     notifier = queue.store.notifier()
     try:
         notifier.connect()
+        if notifier.polling:
+            raise Polling(
+                f"the LISTEN connection leads to a transaction-pooling proxy; {_POLLING_HINT}"
+            )
         started = time.monotonic()
         queue.store.notify(f"healthcheck:{uuid.uuid4().hex}")
         deadline = started + timeout
         while (left := deadline - time.monotonic()) > 0:
             if notifier.wait(left):
                 return f"LISTEN/NOTIFY round trip in {(time.monotonic() - started) * 1000:.0f} ms"
-        raise VenturiError(
-            f"no NOTIFY came back within {timeout:g}s (a transaction-pooling proxy "
-            "drops them; workers would fall back to polling)"
+        notifier.stop_listening()
+        raise Polling(
+            f"no NOTIFY came back within {timeout:g}s (a transaction-pooling proxy?); "
+            + _POLLING_HINT
         )
     finally:
         notifier.close()
@@ -224,7 +239,8 @@ def healthcheck(ctx: click.Context, state: CliState, timeout: float) -> None:
     """Check database, schema and NOTIFY; exit 0 or 1.
 
     The database answers, the prefix's schema is current, and a NOTIFY comes back on
-    a LISTEN connection. For container health probes.
+    a LISTEN connection. For container health probes. When no NOTIFY comes back (a
+    transaction-pooling proxy) workers poll: a WARN line, still exit 0.
     """
     try:
         queue = state.queue()
@@ -239,6 +255,9 @@ def healthcheck(ctx: click.Context, state: CliState, timeout: float) -> None:
     for label, check in checks:
         try:
             detail = check()
+        except Polling as exc:
+            click.echo(f"WARN {label}: polling: {exc}")
+            continue
         except (VenturiError, psycopg.Error) as exc:
             click.echo(f"FAIL {label}: {first_line(exc)}")
             ctx.exit(1)

@@ -57,6 +57,11 @@ RECONNECT_TIMEOUT: Final = 10.0
 ENQUEUE_RETRY_SECONDS: Final = 10.0
 _REPEND_ATTEMPTS: Final = 5
 _BUSY_BACKOFF: Final = retrying.Backoff(base=0.01, cap=0.5)
+# Server-side prepared statements (psycopg prepares a query on its fifth run) are off by
+# default: a transaction-pooling proxy such as PgBouncer hands each transaction another
+# server connection, where the statement is missing or means another query. Measured with
+# `venturi bench --compare-prepared` (README, "Behind PgBouncer").
+DEFAULT_PREPARED_STATEMENTS: Final = False
 _SETTLE_FILES: Final = {
     SettleAction.RETRY: "settle_retry",
     SettleAction.PAUSE: "settle_pause",
@@ -93,9 +98,13 @@ class PostgresStore:
         owns_pool: bool,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         migration_lock_timeout: float = migrations.DEFAULT_LOCK_TIMEOUT,
+        listen_dsn: str | None = None,
     ) -> None:
         if max_payload_bytes < 1:
             raise ConfigurationError(f"max_payload_bytes must be positive, got {max_payload_bytes}")
+        if listen_dsn is not None:
+            _parse_dsn(listen_dsn, "listen_dsn")
+        self.listen_dsn = listen_dsn
         self.pool = pool
         self.prefix = prefix
         self.owns_pool = owns_pool
@@ -111,21 +120,24 @@ class PostgresStore:
         *,
         pool_size: int | None = None,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
         **options: Any,
     ) -> PostgresStore:
-        """Open a pool of ``pool_size`` autocommit connections (libpq defaults for "")."""
+        """Open a pool of ``pool_size`` autocommit connections (libpq defaults for "").
+
+        ``prepared_statements`` lets psycopg prepare statements it runs often on the
+        server; leave it off behind a transaction-pooling proxy (PgBouncer).
+        """
         size = DEFAULT_POOL_SIZE if pool_size is None else pool_size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigurationError(f"pool_size must be a positive int, got {pool_size!r}")
-        try:
-            params = conninfo_to_dict(dsn)
-        except psycopg.ProgrammingError as exc:
+        if not isinstance(prepared_statements, bool):
             raise ConfigurationError(
-                f"dsn is not a valid connection string: {_without_dsn_text(str(exc), dsn)}"
-            ) from None
-        kwargs: dict[str, Any] = {}
-        if "connect_timeout" not in params:
-            kwargs["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
+                f"prepared_statements must be True or False, got {prepared_statements!r}"
+            )
+        kwargs = _connect_defaults(_parse_dsn(dsn, "dsn"))
+        if not prepared_statements:
+            kwargs["prepare_threshold"] = None
         pool = _new_pool(dsn, kwargs, size, pool_timeout, f"venturi-{prefix.name}")
         store = cls(pool, prefix, owns_pool=True, **options)  # may refuse an option
         pool.open(wait=False)  # only now, so a refused option leaves no pool running
@@ -392,7 +404,11 @@ class PostgresStore:
         pool = _new_pool(conninfo, kwargs, pool_size, self.pool.timeout, name)
         pool.open(wait=False)
         return PostgresStore(
-            pool, self.prefix, owns_pool=True, max_payload_bytes=self.max_payload_bytes
+            pool,
+            self.prefix,
+            owns_pool=True,
+            max_payload_bytes=self.max_payload_bytes,
+            listen_dsn=self.listen_dsn,
         )
 
     def now(self) -> datetime:
@@ -400,9 +416,16 @@ class PostgresStore:
         return value
 
     def notifier(self) -> PostgresNotifier:
-        """A new listener built from the pool's own connection parameters (TLS included)."""
+        """A new listener built from the pool's own connection parameters (TLS included),
+        or from ``listen_dsn`` when set (straight to the server past a transaction-pooling
+        proxy), with the pool's connect keywords under the ones that DSN sets itself."""
         conninfo, kwargs = self.connection_params()
-        return PostgresNotifier(conninfo, kwargs, self.prefix)
+        if self.listen_dsn is None:
+            return PostgresNotifier(conninfo, kwargs, self.prefix)
+        own = _parse_dsn(self.listen_dsn, "listen_dsn")
+        kwargs = {**_connect_defaults(own), **kwargs}
+        kwargs = {k: v for k, v in kwargs.items() if k not in own}
+        return PostgresNotifier(self.listen_dsn, kwargs, self.prefix)
 
     def connection_params(self) -> tuple[str, dict[str, Any]]:
         """The pool's conninfo and connect keywords (less autocommit), resolving a pool
@@ -531,6 +554,21 @@ def _new_pool(
         name=name,
         open=False,
     )
+
+
+def _parse_dsn(dsn: str, name: str) -> dict[str, Any]:
+    """The DSN's libpq parameters; `ConfigurationError` (naming ``name``) if unparseable."""
+    try:
+        return conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigurationError(
+            f"{name} is not a valid connection string: {_without_dsn_text(str(exc), dsn)}"
+        ) from None
+
+
+def _connect_defaults(params: dict[str, Any]) -> dict[str, Any]:
+    """Connect keywords venturi adds to a DSN: a connect timeout unless it sets one."""
+    return {} if "connect_timeout" in params else {"connect_timeout": DEFAULT_CONNECT_TIMEOUT}
 
 
 def _check_batch(batch: object, operation: str) -> None:

@@ -35,7 +35,16 @@ class Notifier(Protocol):
     @property
     def connected(self) -> bool: ...
 
+    @property
+    def polling(self) -> bool:
+        """True once it stopped listening for good (a transaction-pooling proxy)."""
+        ...
+
     def connect(self) -> None: ...
+
+    def stop_listening(self) -> None:
+        """UNLISTEN and close; `wait` then only sleeps (or is woken)."""
+        ...
 
     def wake(self) -> None: ...
 
