@@ -14,7 +14,9 @@ import psycopg
 import psycopg.sql
 
 from venturi import sqlfiles
+from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.queue import Queue
 
 T = TypeVar("T")
 
@@ -34,6 +36,13 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
         time.sleep(interval)
+
+
+def postgres_store(queue: Queue) -> PostgresStore:
+    """The queue's store as the PostgreSQL store, for tests that look at its pool."""
+    store = queue.store
+    assert isinstance(store, PostgresStore)
+    return store
 
 
 def fresh_prefix(label: str = "t") -> str:

@@ -13,7 +13,6 @@ from typing import Any
 
 import psycopg
 
-from venturi import sqlfiles
 from venturi.bench_support import (
     BENCH_KIND,
     BenchFailure,
@@ -75,10 +74,10 @@ class VenturiBench:
 
     def close(self) -> None:
         """Close the queue and drop the prefix's tables."""
-        self.queue.close()
         try:
-            self.conn.execute(sqlfiles.query("drop_prefix", self.queue.store.prefix))
+            self.queue.store.drop_prefix()
         finally:
+            self.queue.close()
             self.conn.close()
 
     # -- rounds -----------------------------------------------------------------------

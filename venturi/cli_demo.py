@@ -19,7 +19,8 @@ from rich.console import Console
 
 from venturi.cli_support import CliState, check_reachable, console, pass_state
 from venturi.demo import DemoReport, drop_tables, render_report, run_demo
-from venturi.pgstore import redact_dsn
+from venturi.dsn import redact_dsn
+from venturi.prefix import Prefix
 from venturi.queue import Queue
 
 # Tried in order when no DSN is given: libpq's defaults (PG* variables, the local socket),
@@ -97,10 +98,10 @@ def choose_database(state: CliState, embedded: bool, pool_size: int) -> Iterator
             yield database
         return
     if state.embedded_in_app:
-        pool = state.queue().store.pool
+        app_store = state.queue().store
         yield DemoDatabase(
             description="the application's database",
-            make_queue=lambda prefix: Queue.from_pool(pool, prefix=prefix),
+            make_queue=lambda prefix: Queue(store=app_store.with_prefix(Prefix(prefix))),
             dsn_flag="",
             lasting=True,
         )

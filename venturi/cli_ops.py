@@ -10,9 +10,8 @@ from typing import Any
 
 import click
 import psycopg
-from psycopg import sql
 
-from venturi import __version__, migrations, sqlfiles
+from venturi import __version__, migrations
 from venturi.cli_support import DURATION, CliState, import_queue, pass_state
 from venturi.errors import VenturiError, first_line
 from venturi.prefix import Prefix
@@ -34,39 +33,6 @@ def migrate(state: CliState) -> None:
         click.echo(f"prefix {queue.prefix!r} is up to date")
 
 
-def _render(file: str, prefix: Prefix, **values: Any) -> str:
-    """A SQL file composed for ``prefix``, its parameters written in as SQL literals."""
-    text = sqlfiles.query(file, prefix).as_string(None)
-    if values:
-        # Only the lock and record statements take parameters, and neither holds another
-        # `%`; this is the client-side binding psycopg itself would do.
-        text = text % {key: sql.Literal(value).as_string(None) for key, value in values.items()}
-    text = text.strip()
-    return text if text.endswith(";") else text + ";"
-
-
-def schema_script(prefix: Prefix, after: int = 0) -> str:
-    """The DDL of every migration later than ``after`` for ``prefix``, as one transaction
-    that takes the same advisory lock and records the same history as `venturi migrate`."""
-    wanted = [(v, name) for v, name in migrations.known_migrations() if v > after]
-    lock_ms = f"{int(migrations.DEFAULT_LOCK_TIMEOUT * 1000)}ms"
-    parts = [
-        f"-- venturi {__version__}: schema of prefix {prefix.name!r}, "
-        f"migrations {', '.join(n for _, n in wanted) or '(none)'}.",
-        "-- Apply in one go, e.g. psql -v ON_ERROR_STOP=1 -f schema.sql; `venturi migrate`",
-        "-- then finds these migrations applied.",
-        "BEGIN;",
-        _render("migration_lock", prefix, timeout=lock_ms, key=prefix.lock_key),
-        _render("migration_history_create", prefix),
-    ]
-    for version, name in wanted:
-        parts.append(f"\n-- migration {name}")
-        parts.append(_render(f"migrations/{name}", prefix))
-        parts.append(_render("migration_record", prefix, version=version, name=name))
-    parts.append("COMMIT;")
-    return "\n".join(parts) + "\n"
-
-
 @click.command("sql")
 @click.option(
     "--after",
@@ -81,8 +47,12 @@ def sql_command(state: CliState, after: int) -> None:
     For teams that apply DDL themselves: one transaction that takes the same lock and
     records the same history as `venturi migrate`.
     """
-    name = state.queue().prefix if state.embedded_in_app else state.prefix
-    click.echo(schema_script(Prefix(name), after), nl=False)
+    made_by = f"venturi {__version__}"
+    if state.embedded_in_app:  # the application's store knows its prefix and lock timeout
+        script = state.queue().store.schema_script(after, made_by=made_by)
+    else:  # no database needed: the script only depends on the prefix
+        script = migrations.schema_script(Prefix(state.prefix), after, made_by=made_by)
+    click.echo(script, nl=False)
 
 
 def _configure_logging(level: str) -> None:
@@ -188,8 +158,7 @@ Check = Callable[[], str]
 
 def _check_reachable(queue: Queue) -> str:
     started = time.monotonic()
-    with queue.store.connection() as conn:
-        version = conn.info.parameter_status("server_version") or "?"
+    version = queue.store.ping()
     return f"PostgreSQL {version} answered in {(time.monotonic() - started) * 1000:.0f} ms"
 
 

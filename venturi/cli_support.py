@@ -15,14 +15,13 @@ from typing import Any, Final
 import attrs
 import click
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from venturi.errors import InvalidJob, VenturiError, first_line
+from venturi.dsn import connect_defaults, parse_dsn, redact_dsn, scrub
+from venturi.errors import ConfigurationError, InvalidJob, VenturiError, first_line
 from venturi.models import JobRecord, to_uuid
-from venturi.pgstore import redact_dsn
 from venturi.queue import DEFAULT_PREFIX, Queue
 
 QueueFactory = Callable[[], Queue]
@@ -96,32 +95,20 @@ def check_reachable(dsn: str) -> None:
     """Connect once, so an unreachable or refused DSN fails now with libpq's own reason
     instead of a pool timeout later."""
     try:
-        params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        # libpq's message quotes the offending token, which may be part of a password.
+        params = parse_dsn(dsn, "the DSN")
+    except ConfigurationError:
         raise click.ClickException(
             "the DSN is not a valid connection string: write key=value pairs "
             "(host=... dbname=...) or a postgresql:// URI"
         ) from None
-    # A connect_timeout in the DSN wins; otherwise do not wait on an unanswering host long.
-    extra: dict[str, Any] = {} if "connect_timeout" in params else {"connect_timeout": 5}
     try:
-        with psycopg.connect(dsn, **extra):
+        with psycopg.connect(dsn, **connect_defaults(params)):
             return
     except psycopg.Error as exc:
         reason = scrub(first_line(exc), dsn)
         raise click.ClickException(
             f"cannot connect to PostgreSQL ({redact_dsn(dsn)}): {reason}"
         ) from None
-
-
-def scrub(text: str, dsn: str) -> str:
-    """``text`` with the DSN's password masked, should a driver message ever quote it."""
-    try:
-        password = conninfo_to_dict(dsn).get("password")
-    except psycopg.ProgrammingError:
-        return text
-    return text.replace(str(password), "***") if password else text
 
 
 @attrs.define

@@ -16,7 +16,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from ulid import ULID
 
-from venturi import sqlfiles
 from venturi.backoff import exponential
 from venturi.cli_jobs import journal_table
 from venturi.cli_support import table
@@ -272,8 +271,7 @@ def _watch(start: Any, tally: Tally, out: Console, timeout: float) -> None:
 
 def drop_tables(queue: Queue) -> None:
     """Remove the demo prefix's tables."""
-    with queue.store.connection() as conn:
-        conn.execute(sqlfiles.query("drop_prefix", queue.store.prefix))
+    queue.store.drop_prefix()
 
 
 # -- reporting ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import math
 from typing import Any, Final
 
 import psycopg
-from psycopg import errors
+from psycopg import errors, sql
 
 from venturi import sqlfiles
 from venturi.errors import MigrationLockTimeout, SchemaError
@@ -40,8 +40,7 @@ def migrate(conn: psycopg.Connection[Any], prefix: Prefix, lock_timeout: float) 
         with conn.transaction():
             conn.execute(
                 sqlfiles.query("migration_lock", prefix),
-                # At least 1ms: PostgreSQL reads lock_timeout = 0 as "wait forever".
-                {"key": prefix.lock_key, "timeout": f"{max(1, math.ceil(lock_timeout * 1000))}ms"},
+                {"key": prefix.lock_key, "timeout": _lock_timeout(lock_timeout)},
             )
             conn.execute(sqlfiles.query("migration_history_create", prefix))
             rows = conn.execute(sqlfiles.query("migration_versions", prefix)).fetchall()
@@ -64,6 +63,51 @@ def migrate(conn: psycopg.Connection[Any], prefix: Prefix, lock_timeout: float) 
     if applied_now:
         logger.info("prefix %s migrated: %s", prefix.name, ", ".join(applied_now))
     return applied_now
+
+
+def _lock_timeout(seconds: float) -> str:
+    # At least 1ms: PostgreSQL reads lock_timeout = 0 as "wait forever".
+    return f"{max(1, math.ceil(seconds * 1000))}ms"
+
+
+def schema_script(
+    prefix: Prefix,
+    after: int = 0,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    made_by: str = "venturi",
+) -> str:
+    """The DDL of every migration later than ``after`` for ``prefix``, as one transaction
+    that takes the same advisory lock and records the same history as `migrate`, for
+    teams that apply DDL themselves. ``made_by`` names the tool in the first comment."""
+    wanted = [(v, name) for v, name in known_migrations() if v > after]
+    parts = [
+        f"-- {made_by}: schema of prefix {prefix.name!r}, "
+        f"migrations {', '.join(n for _, n in wanted) or '(none)'}.",
+        "-- Apply in one go, e.g. psql -v ON_ERROR_STOP=1 -f schema.sql; `venturi migrate`",
+        "-- then finds these migrations applied.",
+        "BEGIN;",
+        _script_statement(
+            "migration_lock", prefix, timeout=_lock_timeout(lock_timeout), key=prefix.lock_key
+        ),
+        _script_statement("migration_history_create", prefix),
+    ]
+    for version, name in wanted:
+        parts.append(f"\n-- migration {name}")
+        parts.append(_script_statement(f"migrations/{name}", prefix))
+        parts.append(_script_statement("migration_record", prefix, version=version, name=name))
+    parts.append("COMMIT;")
+    return "\n".join(parts) + "\n"
+
+
+def _script_statement(file: str, prefix: Prefix, **values: Any) -> str:
+    """A SQL file composed for ``prefix``, its parameters written in as SQL literals."""
+    text = sqlfiles.query(file, prefix).as_string(None)
+    if values:
+        # Only the lock and record statements take parameters, and neither holds another
+        # `%`; this is the client-side binding psycopg itself would do.
+        text = text % {key: sql.Literal(value).as_string(None) for key, value in values.items()}
+    text = text.strip()
+    return text if text.endswith(";") else text + ";"
 
 
 def check(conn: psycopg.Connection[Any], prefix: Prefix) -> None:

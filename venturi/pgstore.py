@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -12,12 +11,12 @@ from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import errors, sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from ulid import ULID
 
 from venturi import migrations, retrying, sqlfiles
+from venturi.dsn import connect_defaults, parse_dsn, redact_dsn
 from venturi.enqueueing import Enqueuer
 from venturi.errors import ConfigurationError, DuplicateJob, StoreUnavailable, first_line
 from venturi.models import (
@@ -45,7 +44,6 @@ logger = logging.getLogger("venturi.store")
 T = TypeVar("T")
 
 DEFAULT_POOL_SIZE: Final = 10
-DEFAULT_CONNECT_TIMEOUT: Final = 5
 DEFAULT_POOL_TIMEOUT: Final = 10.0
 # psycopg_pool retries a failed connection with a doubling, uncapped delay until this
 # many seconds pass, so after a long outage its next attempt could come minutes after
@@ -70,17 +68,6 @@ _SETTLE_FILES: Final = {
 }
 
 
-def redact_dsn(dsn: str) -> str:
-    """A DSN fit to print or paste back: the password (and passfile) removed, whatever
-    the DSN form."""
-    try:
-        params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparseable DSN>"
-    safe = {k: v for k, v in params.items() if k not in ("password", "passfile")}
-    return make_conninfo("", **safe) if safe else "(libpq defaults)"
-
-
 class PostgresStore:
     """The store over a `psycopg_pool.ConnectionPool`, under one table-name prefix.
 
@@ -103,7 +90,7 @@ class PostgresStore:
         if max_payload_bytes < 1:
             raise ConfigurationError(f"max_payload_bytes must be positive, got {max_payload_bytes}")
         if listen_dsn is not None:
-            _parse_dsn(listen_dsn, "listen_dsn")
+            parse_dsn(listen_dsn, "listen_dsn")
         self.listen_dsn = listen_dsn
         self.pool = pool
         self.prefix = prefix
@@ -135,7 +122,7 @@ class PostgresStore:
             raise ConfigurationError(
                 f"prepared_statements must be True or False, got {prepared_statements!r}"
             )
-        kwargs = _connect_defaults(_parse_dsn(dsn, "dsn"))
+        kwargs = connect_defaults(parse_dsn(dsn, "dsn"))
         if not prepared_statements:
             kwargs["prepare_threshold"] = None
         pool = _new_pool(dsn, kwargs, size, pool_timeout, f"venturi-{prefix.name}")
@@ -199,6 +186,17 @@ class PostgresStore:
     def check_schema(self) -> None:
         with self.connection() as conn:
             migrations.check(conn, self.prefix)
+
+    def schema_script(self, after: int = 0, made_by: str = "venturi") -> str:
+        return migrations.schema_script(self.prefix, after, self.migration_lock_timeout, made_by)
+
+    def drop_prefix(self) -> None:
+        self._fetch("drop_prefix")
+
+    def ping(self) -> str:
+        with self.connection() as conn:
+            _run(conn, sqlfiles.query("now", self.prefix))  # a pooled connection may be stale
+            return conn.info.parameter_status("server_version") or "?"
 
     # -- enqueue ----------------------------------------------------------------------
 
@@ -411,6 +409,16 @@ class PostgresStore:
             listen_dsn=self.listen_dsn,
         )
 
+    def with_prefix(self, prefix: Prefix) -> PostgresStore:
+        return PostgresStore(
+            self.pool,
+            prefix,
+            owns_pool=False,
+            max_payload_bytes=self.max_payload_bytes,
+            migration_lock_timeout=self.migration_lock_timeout,
+            listen_dsn=self.listen_dsn,
+        )
+
     def now(self) -> datetime:
         value: datetime = self._fetch("now")[0][0]
         return value
@@ -422,8 +430,8 @@ class PostgresStore:
         conninfo, kwargs = self.connection_params()
         if self.listen_dsn is None:
             return PostgresNotifier(conninfo, kwargs, self.prefix)
-        own = _parse_dsn(self.listen_dsn, "listen_dsn")
-        kwargs = {**_connect_defaults(own), **kwargs}
+        own = parse_dsn(self.listen_dsn, "listen_dsn")
+        kwargs = {**connect_defaults(own), **kwargs}
         kwargs = {k: v for k, v in kwargs.items() if k not in own}
         return PostgresNotifier(self.listen_dsn, kwargs, self.prefix)
 
@@ -556,21 +564,6 @@ def _new_pool(
     )
 
 
-def _parse_dsn(dsn: str, name: str) -> dict[str, Any]:
-    """The DSN's libpq parameters; `ConfigurationError` (naming ``name``) if unparseable."""
-    try:
-        return conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as exc:
-        raise ConfigurationError(
-            f"{name} is not a valid connection string: {_without_dsn_text(str(exc), dsn)}"
-        ) from None
-
-
-def _connect_defaults(params: dict[str, Any]) -> dict[str, Any]:
-    """Connect keywords venturi adds to a DSN: a connect timeout unless it sets one."""
-    return {} if "connect_timeout" in params else {"connect_timeout": DEFAULT_CONNECT_TIMEOUT}
-
-
 def _check_batch(batch: object, operation: str) -> None:
     # A batch of 0 changes nothing yet never comes back "short": the loop would not end.
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -585,13 +578,3 @@ def _run(
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(query, params)
         return cur.fetchall() if cur.description else []
-
-
-def _without_dsn_text(message: str, dsn: str) -> str:
-    """libpq's parse errors quote pieces of the DSN (all of a malformed URI, or the word
-    after an unquoted space), which may hold its password: hide every quoted piece of it."""
-    return re.sub(
-        r'"([^"]*)"',
-        lambda m: m.group(0) if len(m.group(1)) < 2 or m.group(1) not in dsn else '"…"',
-        message,
-    )

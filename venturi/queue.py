@@ -36,6 +36,7 @@ from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.pgstore import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.prefix import Prefix
 from venturi.registry import JobDefinition, JobFunction, JobOptions
+from venturi.store import Store
 from venturi.worker import Worker, default_name
 
 P = ParamSpec("P")
@@ -69,7 +70,7 @@ class Queue:
         pool_timeout: float = 10.0,
         listen_dsn: str | None = None,
         prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
-        store: PostgresStore | None = None,
+        store: Store | None = None,
     ) -> None:
         if store is None:
             resolved = dsn if dsn is not None else os.environ.get("VENTURI_DSN", "")
@@ -82,7 +83,7 @@ class Queue:
                 max_payload_bytes=max_payload_bytes,
                 listen_dsn=_listen_dsn(listen_dsn),
             )
-        self.store = store
+        self.store: Store = store
         self.strict = strict
         self.definitions: dict[str, JobDefinition] = {}
         self._pid = os.getpid()

@@ -22,6 +22,7 @@ from venturi.models import (
     Settlement,
     StatsSnapshot,
 )
+from venturi.prefix import Prefix
 
 
 class Notifier(Protocol):
@@ -52,11 +53,29 @@ class Notifier(Protocol):
 
 
 class Store(Protocol):
-    """What venturi needs from a database. `PostgresStore` is the implementation."""
+    """What venturi needs from a database. `PostgresStore` is the implementation.
+
+    The only door to the database: the queue, the worker, the CLI, the demo, the
+    benchmark and the framework integrations use these operations and nothing else."""
+
+    @property
+    def prefix(self) -> Prefix: ...
 
     def migrate(self) -> list[str]: ...
 
     def check_schema(self) -> None: ...
+
+    def schema_script(self, after: int = 0, made_by: str = "venturi") -> str:
+        """The DDL of the migrations after ``after``, as one script to apply by hand."""
+        ...
+
+    def drop_prefix(self) -> None:
+        """Drop every table of the prefix (jobs, journal and migration history)."""
+        ...
+
+    def ping(self) -> str:
+        """One round trip to the database; returns the server's version."""
+        ...
 
     def enqueue(self, job: NewJob, conn: Connection[Any] | None = None) -> ULID: ...
 
@@ -92,6 +111,10 @@ class Store(Protocol):
 
     def sibling(self, pool_size: int = 1) -> Store: ...
 
+    def with_prefix(self, prefix: Prefix) -> Store:
+        """A store on the same connections under another prefix; closing it leaves them."""
+        ...
+
     def now(self) -> datetime: ...
 
     def notifier(self) -> Notifier: ...
@@ -101,6 +124,10 @@ class Store(Protocol):
     def get(self, job_id: JobId) -> JobRecord | None: ...
 
     def journal(self, job_id: JobId) -> list[JournalRecord]: ...
+
+    def last_notes(self, job_ids: Sequence[JobId]) -> dict[ULID, str]:
+        """Each job's latest non-empty journal note (jobs without one are left out)."""
+        ...
 
     def history(
         self, filter: HistoryFilter, before: HistoryCursor | None = None, limit: int = 50
@@ -113,5 +140,9 @@ class Store(Protocol):
     def cancel(self, job_id: JobId, note: str | None = None) -> bool: ...
 
     def requeue(self, job_id: JobId, note: str | None = None) -> bool: ...
+
+    def requeue_dead(
+        self, kind: str | None = None, note: str | None = None, batch: int = 1000
+    ) -> int: ...
 
     def close(self) -> None: ...

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from venturi.cli_jobs import _summary
-from venturi.cli_support import parse_duration, scrub
+from venturi.cli_support import parse_duration
+from venturi.dsn import redact_dsn, scrub
 from venturi.errors import first_line
-from venturi.pgstore import redact_dsn
 
 
 @pytest.mark.parametrize(
@@ -76,3 +76,9 @@ def test_first_line_keeps_the_first_line_or_the_type() -> None:
 )
 def test_a_journal_note_shows_as_one_line(note: str | None, line: str) -> None:
     assert _summary(note) == line
+
+
+def test_scrub_hides_what_a_message_quotes_of_an_unparseable_dsn() -> None:
+    dsn = "host=db password=s3cret oops"
+    assert scrub('syntax error at "oops"', dsn) == 'syntax error at "…"'
+    assert scrub('missing "=" after "x"', dsn) == 'missing "=" after "x"'

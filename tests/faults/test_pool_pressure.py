@@ -10,7 +10,7 @@ import pytest
 import venturi
 from tests.faults import invariants, ledger
 from tests.faults.scenario import Watch, prepare
-from tests.support import wait_until
+from tests.support import postgres_store, wait_until
 
 PARENTS = 48
 THREADS = 16
@@ -51,7 +51,7 @@ def test_pool_of_two_with_sixteen_handlers(
     with queue.worker(concurrency=THREADS, poll_interval=1):
         wait_until(lambda: watch.count("completed") == 2 * PARENTS, 120, 0.05, "all to finish")
     elapsed = time.monotonic() - began
-    stats = queue.store.pool.get_stats()
+    stats = postgres_store(queue).pool.get_stats()
     queue.close()
     book.close()
     figures = invariants.check(database_dsn, shared_prefix, ids, reruns=())

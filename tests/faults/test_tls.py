@@ -14,7 +14,7 @@ import venturi
 from tests.faults.certs import Authority
 from tests.faults.scenario import Watch, ledger_queue, start_latency
 from tests.faults.server import ThrowawayServer
-from tests.support import wait_until
+from tests.support import postgres_store, wait_until
 from venturi.notifier import PostgresNotifier
 
 
@@ -59,7 +59,7 @@ def test_tls_covers_enqueue_claims_and_listen(
         assert isinstance(notifier, PostgresNotifier)
         listener = notifier.backend_pid()
         assert listener is not None
-        with queue.store.connection() as conn:
+        with postgres_store(queue).connection() as conn:
             over_tls = _ssl_in_use(watch, listener), _ssl_in_use(watch, conn.info.backend_pid)
     queue.close()
     book.close()

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 import venturi
+from tests.support import postgres_store
 from venturi.cli import build_cli
 from venturi.cli_support import CliState, pass_state
 from venturi.contrib.django.conf import SettingsError, VenturiSettings
@@ -47,8 +48,8 @@ def test_the_listener_uses_listen_dsn_and_its_own_connect_timeout(
     listen = f"{database_dsn}?application_name=venturi-listen&connect_timeout=7"
     monkeypatch.setenv("VENTURI_LISTEN_DSN", listen)
     with venturi.Queue(database_dsn, prefix=prefix, pool_size=1) as queue:
-        assert queue.store.listen_dsn == listen
-        notifier = queue.store.notifier()
+        assert postgres_store(queue).listen_dsn == listen
+        notifier = postgres_store(queue).notifier()
         try:
             notifier.connect()
             assert notifier.connected and not notifier.polling
@@ -61,7 +62,7 @@ def test_the_listener_uses_listen_dsn_and_its_own_connect_timeout(
             notifier.close()
     monkeypatch.setenv("VENTURI_LISTEN_DSN", "")
     with venturi.Queue(database_dsn, prefix=prefix, pool_size=1) as queue:
-        assert queue.store.listen_dsn is None
+        assert postgres_store(queue).listen_dsn is None
 
 
 def test_cli_takes_listen_dsn_from_option_or_env(database_dsn: str, prefix: str) -> None:
@@ -71,7 +72,7 @@ def test_cli_takes_listen_dsn_from_option_or_env(database_dsn: str, prefix: str)
     @cli.command("show-listen")
     @pass_state
     def show(state: CliState) -> None:
-        seen.append(state.queue().store.listen_dsn)
+        seen.append(postgres_store(state.queue()).listen_dsn)
 
     runner = CliRunner()
     env = {"VENTURI_DSN": database_dsn, "VENTURI_PREFIX": prefix}

@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql
 
 import venturi
+from tests.support import postgres_store
 from venturi import JobContext, Pause
 
 
@@ -33,7 +34,7 @@ def build(queue: venturi.Queue, args: argparse.Namespace) -> None:
     )
 
     def record(ctx: JobContext) -> None:
-        with queue.store.connection() as conn:
+        with postgres_store(queue).connection() as conn:
             conn.execute(insert, (ctx.job.id.to_uuid(), ctx.attempt, os.getpid()))
 
     options = {"lease": args.lease, "max_attempts": args.max_attempts, "context": True}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
-from tests.support import Probe, wait_until
+from tests.support import Probe, postgres_store, wait_until
 from venturi import Queue, Worker
 from venturi.notifier import PostgresNotifier
 from venturi.pgstore import PostgresStore
@@ -110,7 +110,7 @@ def test_without_notifications_the_worker_says_so_once_and_polls(
     @queue.job("polled")
     def polled() -> None: ...
 
-    deaf = DeafStore(queue.store.pool, queue.store.prefix, owns_pool=False)
+    deaf = DeafStore(postgres_store(queue).pool, queue.store.prefix, owns_pool=False)
     worker = Worker(deaf, queue.definitions, poll_interval=0.3)
     with caplog.at_level(logging.WARNING, logger="venturi"):
         worker.start()
@@ -153,7 +153,7 @@ def test_a_listener_down_at_start_is_probed_once_it_connects(queue: Queue) -> No
     def late() -> None: ...
 
     LateNotifier.attempts = 0
-    store = LateListeningStore(queue.store.pool, queue.store.prefix, owns_pool=False)
+    store = LateListeningStore(postgres_store(queue).pool, queue.store.prefix, owns_pool=False)
     worker = Worker(store, queue.definitions, poll_interval=POLL)
     worker.start()
     try:
