@@ -31,18 +31,25 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar, Unpack
+from typing import Any, ClassVar, ParamSpec, TypeVar, Unpack
 
 import attrs
 import psycopg
 from flask import Flask, current_app, has_app_context
 from ulid import ULID
 
-from venturi.durations import to_seconds
-from venturi.errors import ConfigurationError, InvalidJob
+from venturi.contrib.settings import (
+    QueueSettings,
+    flag,
+    optional_names,
+    optional_str,
+    positive_duration,
+    positive_int,
+    to_names,
+    to_positive_seconds,
+)
 from venturi.models import NewJob
-from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
-from venturi.queue import DEFAULT_PREFIX, Queue
+from venturi.queue import Queue
 from venturi.registry import JobFunction, JobOptions
 from venturi.worker import Worker
 
@@ -54,74 +61,25 @@ R = TypeVar("R")
 EXTENSION_KEY = "venturi"
 
 
-def _optional_int(name: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
-    def check(_: Any, __: attrs.Attribute[Any], value: Any) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ConfigurationError(f"{name} must be an int or None, got {value!r}")
-
-    return check
-
-
-def _required_int(name: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
-    def check(_: Any, __: attrs.Attribute[Any], value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(f"{name} must be a positive int, got {value!r}")
-
-    return check
-
-
-def _seconds(value: Any, name: str) -> float:
-    try:
-        return to_seconds(value, name, allow_zero=False)
-    except InvalidJob as exc:
-        raise ConfigurationError(str(exc)) from None
-
-
-def _poll_interval(value: Any) -> float:
-    return _seconds(value, "VENTURI_WORKER_POLL_INTERVAL")
-
-
-def _stop_timeout(value: Any) -> float:
-    return _seconds(value, "VENTURI_WORKER_STOP_TIMEOUT")
-
-
-def _kinds(value: Any) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, str) or not all(isinstance(k, str) for k in value):
-        raise ConfigurationError(
-            f"VENTURI_WORKER_KINDS must be a list of kinds or None, got {value!r}"
-        )
-    return tuple(value)
-
-
-def _flag(name: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
-    def check(_: Any, __: attrs.Attribute[Any], value: Any) -> None:
-        if not isinstance(value, bool):
-            raise ConfigurationError(f"{name} must be True or False, got {value!r}")
-
-    return check
-
-
 @attrs.frozen
-class FlaskSettings:
-    """The ``VENTURI_*`` keys of an app's config, checked."""
+class FlaskSettings(QueueSettings):
+    """The ``VENTURI_*`` keys of an app's config, checked: the shared queue keys, the
+    DSN, and the in-process worker's."""
 
-    dsn: str | None = None
-    listen_dsn: str | None = None
-    prefix: str = DEFAULT_PREFIX
-    pool_size: int | None = attrs.field(default=None, validator=_optional_int("VENTURI_POOL_SIZE"))
-    strict: bool = attrs.field(default=False, validator=_flag("VENTURI_STRICT"))
-    max_payload_bytes: int = attrs.field(
-        default=DEFAULT_MAX_PAYLOAD_BYTES, validator=_required_int("VENTURI_MAX_PAYLOAD_BYTES")
+    config_prefix: ClassVar[str] = "VENTURI_"
+
+    dsn: str | None = attrs.field(default=None, validator=optional_str)
+    worker: bool = attrs.field(default=False, validator=flag)
+    worker_concurrency: int = attrs.field(default=4, validator=positive_int)
+    worker_kinds: tuple[str, ...] | None = attrs.field(
+        default=None, converter=to_names, validator=optional_names
     )
-    worker: bool = attrs.field(default=False, validator=_flag("VENTURI_WORKER"))
-    worker_concurrency: int = attrs.field(
-        default=4, validator=_required_int("VENTURI_WORKER_CONCURRENCY")
+    worker_poll_interval: float = attrs.field(
+        default=5.0, converter=to_positive_seconds, validator=positive_duration
     )
-    worker_kinds: tuple[str, ...] | None = attrs.field(default=None, converter=_kinds)
-    worker_poll_interval: float = attrs.field(default=5.0, converter=_poll_interval)
-    worker_stop_timeout: float = attrs.field(default=30.0, converter=_stop_timeout)
+    worker_stop_timeout: float = attrs.field(
+        default=30.0, converter=to_positive_seconds, validator=positive_duration
+    )
 
     def worker_defaults(self) -> dict[str, Any]:
         """The worker settings as defaults of ``flask venturi worker``'s options."""
@@ -136,18 +94,9 @@ class FlaskSettings:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> FlaskSettings:
-        """Read ``VENTURI_*`` keys; an unknown one raises `ConfigurationError` (a typo)."""
-        known = {f"VENTURI_{field.name.upper()}": field.name for field in attrs.fields(cls)}
-        unknown = sorted(k for k in config if k.startswith("VENTURI_") and k not in known)
-        if unknown:
-            raise ConfigurationError(
-                f"unknown config keys {', '.join(unknown)}; venturi reads {', '.join(known)}"
-            )
-        for key in ("VENTURI_DSN", "VENTURI_LISTEN_DSN"):
-            dsn = config.get(key)
-            if dsn is not None and not isinstance(dsn, str):
-                raise ConfigurationError(f"{key} must be a str, got {type(dsn).__name__}")
-        return cls(**{name: config[key] for key, name in known.items() if key in config})
+        """Read ``VENTURI_*`` keys; an unknown one raises `SettingsError` (a typo)."""
+        ours = {k: v for k, v in config.items() if k.startswith(cls.config_prefix)}
+        return cls.from_keys(ours, "config keys")
 
 
 class _AppState:
@@ -195,14 +144,7 @@ class _AppState:
 
 
 def _build_queue(settings: FlaskSettings) -> Queue:
-    return Queue(
-        settings.dsn,
-        prefix=settings.prefix,
-        listen_dsn=settings.listen_dsn,
-        pool_size=settings.pool_size,
-        strict=settings.strict,
-        max_payload_bytes=settings.max_payload_bytes,
-    )
+    return Queue(settings.dsn, **settings.queue_options())
 
 
 def _in_context(app: Flask) -> Callable[[Handler], Handler]:
@@ -245,7 +187,7 @@ class Venturi:
         """Read the app's ``VENTURI_*`` config, add ``flask venturi`` and the worker hook.
 
         Opens no connection: the queue is built on first use. Raises
-        `ConfigurationError` for bad config.
+        `venturi.contrib.settings.SettingsError` (a `ConfigurationError`) for bad config.
         """
         settings = FlaskSettings.from_config(app.config)
         state = _AppState(app, settings, self.registry)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import attrs
 from django.conf import settings
@@ -12,55 +12,19 @@ from django.core.exceptions import ImproperlyConfigured
 from psycopg import pq
 from psycopg.conninfo import make_conninfo
 
-from venturi.errors import ConfigurationError
-from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
-from venturi.queue import DEFAULT_PREFIX
+from venturi.contrib import settings as settings_schema
+from venturi.contrib.settings import QueueSettings, filled_str, names, to_names
 
 SETTING: Final = "VENTURI"
 
 
-class SettingsError(ConfigurationError, ImproperlyConfigured):
-    """``VENTURI`` or the database it names is unusable (both a venturi and a Django error)."""
-
-
-def _int(name: str, *, optional: bool = False) -> Any:
-    def check(_: Any, __: Any, value: Any) -> None:
-        if value is None and optional:
-            return
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SettingsError(f"VENTURI[{name!r}] must be a positive int, got {value!r}")
-
-    return check
-
-
-def _str(name: str, *, optional: bool = False) -> Any:
-    def check(_: Any, __: Any, value: Any) -> None:
-        if value is None and optional:
-            return
-        if not isinstance(value, str) or not value:
-            raise SettingsError(f"VENTURI[{name!r}] must be a non-empty str, got {value!r}")
-
-    return check
-
-
-def _modules(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not all(isinstance(m, str) for m in value):
-        raise SettingsError(
-            f"VENTURI['AUTODISCOVER'] must be a list of module names, got {value!r}"
-        )
-    return tuple(value)
-
-
-def _bool(name: str) -> Any:
-    def check(_: Any, __: Any, value: Any) -> None:
-        if not isinstance(value, bool):
-            raise SettingsError(f"VENTURI[{name!r}] must be True or False, got {value!r}")
-
-    return check
+class SettingsError(settings_schema.SettingsError, ImproperlyConfigured):
+    """``VENTURI`` or the database it names is unusable: the integrations' settings
+    error, and Django's `ImproperlyConfigured`."""
 
 
 @attrs.frozen
-class VenturiSettings:
+class VenturiSettings(QueueSettings):
     """``settings.VENTURI``, checked. Every key is optional.
 
     ``DATABASE``: the ``DATABASES`` alias holding the queue (default ``"default"``);
@@ -71,15 +35,16 @@ class VenturiSettings:
     app before ``manage.py venturi`` runs, so their jobs are registered (``["jobs"]``).
     """
 
-    database: str = attrs.field(default="default", validator=_str("DATABASE"))
-    listen_dsn: str | None = attrs.field(default=None, validator=_str("LISTEN_DSN", optional=True))
-    prefix: str = attrs.field(default=DEFAULT_PREFIX, validator=_str("PREFIX"))
-    pool_size: int | None = attrs.field(default=None, validator=_int("POOL_SIZE", optional=True))
-    strict: bool = attrs.field(default=False, validator=_bool("STRICT"))
-    max_payload_bytes: int = attrs.field(
-        default=DEFAULT_MAX_PAYLOAD_BYTES, validator=_int("MAX_PAYLOAD_BYTES")
+    error: ClassVar[type[settings_schema.SettingsError]] = SettingsError
+
+    database: str = attrs.field(default="default", validator=filled_str)
+    autodiscover: tuple[str, ...] = attrs.field(
+        default=("jobs",), converter=to_names, validator=names
     )
-    autodiscover: tuple[str, ...] = attrs.field(default=("jobs",), converter=_modules)
+
+    @classmethod
+    def key(cls, name: str) -> str:
+        return f"{SETTING}[{name.upper()!r}]"
 
     @classmethod
     def load(cls) -> VenturiSettings:
@@ -89,13 +54,7 @@ class VenturiSettings:
             return cls()
         if not isinstance(raw, Mapping):
             raise SettingsError(f"settings.VENTURI must be a dict, got {type(raw).__name__}")
-        known = {field.name.upper(): field.name for field in attrs.fields(cls)}
-        unknown = sorted(str(k) for k in raw if k not in known)
-        if unknown:
-            raise SettingsError(
-                f"unknown VENTURI keys {', '.join(unknown)}; known: {', '.join(known)}"
-            )
-        return cls(**{known[key]: value for key, value in raw.items()})
+        return cls.from_keys(raw, "VENTURI keys")
 
 
 @functools.cache

@@ -28,14 +28,7 @@ def _build() -> Queue:
     # The live settings_dict, not settings.DATABASES: Django's test runner points it at
     # the test database.
     settings_dict = connections[conf.database].settings_dict
-    return Queue(
-        connection_string(settings_dict),
-        prefix=conf.prefix,
-        listen_dsn=conf.listen_dsn,
-        pool_size=conf.pool_size,
-        strict=conf.strict,
-        max_payload_bytes=conf.max_payload_bytes,
-    )
+    return Queue(connection_string(settings_dict), **conf.queue_options())
 
 
 def _fresh_connections(func: Handler) -> Handler:
