@@ -132,6 +132,25 @@ def _validate_on_duplicate(value: object) -> OnDuplicate:
     raise InvalidJob(f"on_duplicate must be 'keep', 'replace' or a merge function, got {value!r}")
 
 
+def _payload_json(job: NewJob) -> str:
+    # Size is checked at enqueue, against the queue's own max_payload_bytes.
+    return encode_payload(job.payload, max_bytes=None)
+
+
+def _delay_seconds(job: NewJob) -> float | None:
+    """The job's ``delay`` in seconds, after checking it against ``at``."""
+    if job.delay is not None and job.at is not None:
+        raise InvalidJob("give either delay or at, not both")
+    if job.at is not None:
+        require_storable(job.at, "at")
+    seconds = None if job.delay is None else to_seconds(job.delay, "delay")
+    if seconds is not None and seconds > MAX_DELAY_SECONDS:
+        raise InvalidJob(
+            f"delay {seconds:g}s is more than {MAX_DELAY_SECONDS}s (100 years); use at="
+        )
+    return seconds
+
+
 @attrs.frozen
 class NewJob:
     """A job to enqueue. Every rule of the contract is checked here, before any SQL."""
@@ -144,21 +163,14 @@ class NewJob:
     dedup_key: str | None = attrs.field(default=None, converter=_validate_dedup_key)
     on_duplicate: OnDuplicate = attrs.field(default="keep", converter=_validate_on_duplicate)
     max_attempts: int = attrs.field(default=5, converter=validate_max_attempts)
-    payload_json: str = attrs.field(init=False)
-    delay_seconds: float | None = attrs.field(init=False)
+    payload_json: str = attrs.field(
+        init=False, default=attrs.Factory(_payload_json, takes_self=True)
+    )
+    delay_seconds: float | None = attrs.field(
+        init=False, default=attrs.Factory(_delay_seconds, takes_self=True)
+    )
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "payload_json", encode_payload(self.payload, max_bytes=None))
-        if self.delay is not None and self.at is not None:
-            raise InvalidJob("give either delay or at, not both")
-        if self.at is not None:
-            require_storable(self.at, "at")
-        seconds = None if self.delay is None else to_seconds(self.delay, "delay")
-        if seconds is not None and seconds > MAX_DELAY_SECONDS:
-            raise InvalidJob(
-                f"delay {seconds:g}s is more than {MAX_DELAY_SECONDS}s (100 years); use at="
-            )
-        object.__setattr__(self, "delay_seconds", seconds)
         if self.dedup_key is None and self.on_duplicate != "keep":
             raise InvalidJob("on_duplicate needs a dedup_key")
 

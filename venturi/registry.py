@@ -54,6 +54,37 @@ def _optional_timeout(value: Duration | None) -> float | None:
     return None if value is None else _positive_seconds(value, "timeout")
 
 
+def _payload_signature(definition: JobDefinition) -> inspect.Signature:
+    """The handler's signature as payloads must fit it (less a context parameter)."""
+    if not callable(definition.func):
+        raise ConfigurationError(f"handler of {definition.kind!r} is not callable")
+    if not callable(definition.backoff):
+        raise ConfigurationError(f"backoff of {definition.kind!r} must be callable")
+    signature = inspect.signature(definition.func)
+    if definition.context:
+        params = list(signature.parameters.values())
+        if not params or params[0].kind not in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            raise ConfigurationError(
+                f"handler of {definition.kind!r} has context=True, so its first parameter "
+                "must take the JobContext positionally"
+            )
+        signature = signature.replace(parameters=params[1:])
+    unfillable = [
+        p.name
+        for p in signature.parameters.values()
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.default is inspect.Parameter.empty
+    ]
+    if unfillable:
+        raise ConfigurationError(
+            f"handler of {definition.kind!r} has required positional-only parameters "
+            f"({', '.join(unfillable)}); payload keys arrive as keyword arguments"
+        )
+    return signature
+
+
 @attrs.frozen
 class JobDefinition:
     """How one kind runs: its handler, attempts, backoff, priority, lease and timeout."""
@@ -66,36 +97,9 @@ class JobDefinition:
     lease: float = attrs.field(default=DEFAULT_LEASE, converter=_lease)
     timeout: float | None = attrs.field(default=None, converter=_optional_timeout)
     context: bool = False
-    signature: inspect.Signature = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        if not callable(self.func):
-            raise ConfigurationError(f"handler of {self.kind!r} is not callable")
-        if not callable(self.backoff):
-            raise ConfigurationError(f"backoff of {self.kind!r} must be callable")
-        signature = inspect.signature(self.func)
-        if self.context:
-            params = list(signature.parameters.values())
-            if not params or params[0].kind not in (
-                inspect.Parameter.POSITIONAL_ONLY,
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            ):
-                raise ConfigurationError(
-                    f"handler of {self.kind!r} has context=True, so its first parameter "
-                    "must take the JobContext positionally"
-                )
-            signature = signature.replace(parameters=params[1:])
-        unfillable = [
-            p.name
-            for p in signature.parameters.values()
-            if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.default is inspect.Parameter.empty
-        ]
-        if unfillable:
-            raise ConfigurationError(
-                f"handler of {self.kind!r} has required positional-only parameters "
-                f"({', '.join(unfillable)}); payload keys arrive as keyword arguments"
-            )
-        object.__setattr__(self, "signature", signature)
+    signature: inspect.Signature = attrs.field(
+        init=False, default=attrs.Factory(_payload_signature, takes_self=True)
+    )
 
     def check_payload(self, payload: Mapping[str, Any]) -> None:
         """Raise `InvalidJob` if the payload's keys do not fit the handler's parameters."""

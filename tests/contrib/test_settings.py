@@ -78,7 +78,7 @@ def test_unknown_keys_are_refused(schema: type[QueueSettings], spelling: str) ->
 
 
 def test_both_hand_the_queue_the_same_options() -> None:
-    given = {"prefix": "p", "pool_size": 3, "strict": True, "listen_dsn": "host=db"}
+    given: dict[str, Any] = {"prefix": "p", "pool_size": 3, "strict": True, "listen_dsn": "host=db"}
     assert FlaskSettings(**given).queue_options() == VenturiSettings(**given).queue_options()
 
 
