@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+import attrs
+
 from venturi import retrying
 from venturi.errors import StoreError, StoreUnavailable
 from venturi.models import Settlement
@@ -24,6 +26,7 @@ Spawn = Callable[[str, Callable[[], object]], threading.Thread]
 _BUSY_BACKOFF: Final = retrying.Backoff(base=0.02, cap=1.0)
 
 
+@attrs.define
 class Completer:
     """Collects completed runs and flushes them in one fenced statement per batch.
 
@@ -37,25 +40,21 @@ class Completer:
     process dies first, the lease lapses and the job runs again.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        on_settled: Settled,
-        on_dropped: Dropped,
-        spawn: Spawn,
-        *,
-        batch_size: int = 256,
-        retry_seconds: float = SETTLE_RETRY_SECONDS,
-    ) -> None:
-        self.store = store
-        self.on_settled = on_settled
-        self.on_dropped = on_dropped
-        self.batch_size = batch_size
-        self.retry_seconds = retry_seconds
-        self._queue: queue.SimpleQueue[tuple[HeldJob, Settlement] | None] = queue.SimpleQueue()
-        self._give_up = threading.Event()
-        self._busy_failures = 0
-        self._thread = spawn("venturi-completer", self._loop)
+    store: Store
+    on_settled: Settled
+    on_dropped: Dropped
+    spawn: Spawn
+    batch_size: int = attrs.field(default=256, kw_only=True)
+    retry_seconds: float = attrs.field(default=SETTLE_RETRY_SECONDS, kw_only=True)
+    _queue: queue.SimpleQueue[tuple[HeldJob, Settlement] | None] = attrs.field(
+        init=False, factory=queue.SimpleQueue
+    )
+    _give_up: threading.Event = attrs.field(init=False, factory=threading.Event)
+    _busy_failures: int = attrs.field(init=False, default=0)
+    _thread: threading.Thread = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._thread = self.spawn("venturi-completer", self._loop)
 
     def start(self) -> None:
         self._thread.start()

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+import attrs
+
 from venturi import retrying
 from venturi.errors import StoreError, StoreUnavailable
 from venturi.models import JobRecord
@@ -26,6 +28,7 @@ MIN_IDLE_WAIT: Final = 0.05
 CLAIM_BACKOFF: Final = retrying.Backoff(base=1.0, cap=5.0)
 
 
+@attrs.define(kw_only=True)
 class Dispatcher:
     """Claims up to the free slots in one statement and queues the jobs for handlers.
 
@@ -36,37 +39,22 @@ class Dispatcher:
     that reconnected returns at once, so a claim pass follows every reconnect.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        notifier: Notifier,
-        *,
-        name: str,
-        leases: dict[str, float],
-        concurrency: int,
-        prefetch: Prefetch,
-        priority_floor: int | None,
-        poll_interval: float,
-        hold: Callable[[JobRecord], HeldJob],
-        ready: queue.SimpleQueue[HeldJob | None],
-        stopping: threading.Event,
-    ) -> None:
-        self.store = store
-        self.notifier = notifier
-        self.name = name
-        self.leases = leases
-        self.concurrency = concurrency
-        self.prefetch = prefetch
-        self.priority_floor = priority_floor
-        self.poll_interval = poll_interval
-        self.listening = False
-        self._hold = hold
-        self._ready = ready
-        self._stopping = stopping
-        self._lock = threading.Lock()
-        self._busy = 0
-        self._slot_freed = threading.Event()
-        self._probed = False
+    store: Store = attrs.field(kw_only=False)
+    notifier: Notifier = attrs.field(kw_only=False)
+    name: str
+    leases: dict[str, float]
+    concurrency: int
+    prefetch: Prefetch
+    priority_floor: int | None
+    poll_interval: float
+    _hold: Callable[[JobRecord], HeldJob]
+    _ready: queue.SimpleQueue[HeldJob | None]
+    _stopping: threading.Event
+    listening: bool = attrs.field(init=False, default=False)
+    _lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
+    _busy: int = attrs.field(init=False, default=0)
+    _slot_freed: threading.Event = attrs.field(init=False, factory=threading.Event)
+    _probed: bool = attrs.field(init=False, default=False)
 
     def run(self) -> None:
         """The dispatcher thread's body: until ``stopping`` is set. A fatal database

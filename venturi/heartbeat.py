@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+import attrs
+
 from venturi.events import WorkerEvents
 from venturi.execution import job_extra
 from venturi.running import HeldJob, HeldJobs
@@ -12,6 +14,7 @@ from venturi.store import Store
 logger = logging.getLogger("venturi.worker")
 
 
+@attrs.define
 class Heartbeat:
     """One `run_once` renews every held lease in a single statement.
 
@@ -23,10 +26,9 @@ class Heartbeat:
     not waited for, and renewed at a later beat.
     """
 
-    def __init__(self, store: Store, held: HeldJobs, events: WorkerEvents) -> None:
-        self.store = store
-        self.held = held
-        self.events = events
+    store: Store
+    held: HeldJobs
+    events: WorkerEvents
 
     def run_once(self) -> tuple[int, int]:
         """Renew leases; return (renewed, lost)."""

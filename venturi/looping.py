@@ -6,10 +6,13 @@ import logging
 import threading
 from collections.abc import Callable
 
+import attrs
+
 from venturi import retrying
 from venturi.errors import StoreUnavailable
 
 
+@attrs.define
 class Periodic:
     """Runs ``step`` every ``interval`` seconds in `run` (a supervised thread's body).
 
@@ -19,21 +22,17 @@ class Periodic:
     supervisor to stop the worker. `stop` interrupts the wait at once.
     """
 
-    def __init__(
-        self,
-        name: str,
-        step: Callable[[], object],
-        interval: float,
-        logger: logging.Logger,
-        *,
-        backoff_cap: float = 30.0,
-    ) -> None:
-        self.name = name
-        self.step = step
-        self.interval = interval
-        self.logger = logger
-        self.backoff = retrying.Backoff(base=min(interval, 1.0), cap=backoff_cap)
-        self._stop = threading.Event()
+    name: str
+    step: Callable[[], object]
+    interval: float
+    logger: logging.Logger
+    backoff_cap: float = attrs.field(default=30.0, kw_only=True)
+    backoff: retrying.Backoff = attrs.field(init=False)
+    _stop: threading.Event = attrs.field(init=False, factory=threading.Event)
+
+    @backoff.default
+    def _backoff(self) -> retrying.Backoff:
+        return retrying.Backoff(base=min(self.interval, 1.0), cap=self.backoff_cap)
 
     def run(self) -> None:
         failures = 0

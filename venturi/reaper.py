@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+import attrs
+
 from venturi.backoff import delay_for
 from venturi.events import WorkerEvents
 from venturi.execution import job_extra
@@ -15,6 +17,11 @@ from venturi.store import Store
 logger = logging.getLogger("venturi.reaper")
 
 
+def _events(events: WorkerEvents | None) -> WorkerEvents:
+    return WorkerEvents() if events is None else events
+
+
+@attrs.define
 class Reaper:
     """`run_once` recovers up to ``batch`` stale claims and returns how many it took.
 
@@ -24,17 +31,10 @@ class Reaper:
     attempts.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        definitions: Mapping[str, JobDefinition],
-        events: WorkerEvents | None = None,
-        batch: int = 100,
-    ) -> None:
-        self.store = store
-        self.definitions = definitions
-        self.events = events or WorkerEvents()
-        self.batch = batch
+    store: Store
+    definitions: Mapping[str, JobDefinition]
+    events: WorkerEvents = attrs.field(default=None, converter=_events)
+    batch: int = 100
 
     def run_once(self) -> int:
         recovered = 0

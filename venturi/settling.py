@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+import attrs
+
 from venturi import retrying
 from venturi.errors import StoreError, first_line
 from venturi.events import WorkerEvents
@@ -22,6 +24,7 @@ logger = logging.getLogger("venturi.worker")
 SETTLE_RETRY_SECONDS: Final = 300.0
 
 
+@attrs.define
 class Settler:
     """Settles held runs one at a time (`settle`) and records every settled run
     (`settled`, also the `Completer`'s callback for batched completions).
@@ -32,22 +35,12 @@ class Settler:
     recovers the job. A fatal database error is also reported through ``on_fatal``.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        held: HeldJobs,
-        events: WorkerEvents,
-        force: threading.Event,
-        on_fatal: Callable[[BaseException], None],
-        *,
-        retry_seconds: float = SETTLE_RETRY_SECONDS,
-    ) -> None:
-        self.store = store
-        self.held = held
-        self.events = events
-        self.force = force
-        self.on_fatal = on_fatal
-        self.retry_seconds = retry_seconds
+    store: Store
+    held: HeldJobs
+    events: WorkerEvents
+    force: threading.Event
+    on_fatal: Callable[[BaseException], None]
+    retry_seconds: float = attrs.field(default=SETTLE_RETRY_SECONDS, kw_only=True)
 
     def settle(self, held: HeldJob, settlement: Settlement) -> None:
         """Apply ``settlement``, retrying passing errors (until ``force`` is set or

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+import attrs
+
 from venturi import retrying
 from venturi.errors import WorkerFailed
 
@@ -20,6 +22,7 @@ RESTART_WINDOW: Final = 60.0
 _RESTART_BACKOFF: Final = retrying.Backoff(base=0.1, cap=5.0)
 
 
+@attrs.define
 class Supervisor:
     """Makes the worker's threads. Each runs its body; if the body raises, the error is
     logged with its traceback, reported to ``on_restart`` and the body runs again after
@@ -28,16 +31,10 @@ class Supervisor:
     thread ends: the worker then stops itself.
     """
 
-    def __init__(
-        self,
-        on_failure: Callable[[BaseException], None],
-        on_restart: Callable[[str], None],
-        stopping: threading.Event,
-    ) -> None:
-        self.on_failure = on_failure
-        self.on_restart = on_restart
-        self.stopping = stopping
-        self.threads: list[threading.Thread] = []
+    on_failure: Callable[[BaseException], None]
+    on_restart: Callable[[str], None]
+    stopping: threading.Event
+    threads: list[threading.Thread] = attrs.field(init=False, factory=list)
 
     def thread(self, name: str, body: Callable[[], object]) -> threading.Thread:
         """A new (unstarted) daemon thread running ``body`` under supervision."""
