@@ -26,7 +26,7 @@ Spawn = Callable[[str, Callable[[], object]], threading.Thread]
 _BUSY_BACKOFF: Final = retrying.Backoff(base=0.02, cap=1.0)
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Completer:
     """Collects completed runs and flushes them in one fenced statement per batch.
 

@@ -28,7 +28,7 @@ MIN_IDLE_WAIT: Final = 0.05
 CLAIM_BACKOFF: Final = retrying.Backoff(base=1.0, cap=5.0)
 
 
-@attrs.define(kw_only=True)
+@attrs.define(eq=False, kw_only=True)
 class Dispatcher:
     """Claims up to the free slots in one statement and queues the jobs for handlers.
 

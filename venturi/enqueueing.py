@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import attrs
 import psycopg
 from psycopg import pq
 from psycopg.rows import tuple_row
@@ -22,6 +23,7 @@ from venturi.prefix import Prefix
 _DEDUP_ATTEMPTS: Final = 20
 
 
+@attrs.define(eq=False)
 class Enqueuer:
     """Writes new jobs on a given connection.
 
@@ -31,9 +33,8 @@ class Enqueuer:
     autocommit connection.
     """
 
-    def __init__(self, prefix: Prefix, max_payload_bytes: int) -> None:
-        self.prefix = prefix
-        self.max_payload_bytes = max_payload_bytes
+    prefix: Prefix
+    max_payload_bytes: int
 
     def _params(self, job: NewJob, job_id: ULID) -> dict[str, Any]:
         self._check_size(job)

@@ -14,7 +14,7 @@ from venturi.store import Store
 logger = logging.getLogger("venturi.worker")
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Heartbeat:
     """One `run_once` renews every held lease in a single statement.
 

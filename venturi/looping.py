@@ -12,7 +12,7 @@ from venturi import retrying
 from venturi.errors import StoreUnavailable
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Periodic:
     """Runs ``step`` every ``interval`` seconds in `run` (a supervised thread's body).
 

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
+import attrs
 import psycopg
 from psycopg import errors, sql
 from psycopg.rows import tuple_row
@@ -68,6 +69,8 @@ _SETTLE_FILES: Final = {
 }
 
 
+# A dict-backed class (no slots), so a test may replace one operation of one instance.
+@attrs.define(eq=False, slots=False)
 class PostgresStore:
     """The store over a `psycopg_pool.ConnectionPool`, under one table-name prefix.
 
@@ -77,27 +80,29 @@ class PostgresStore:
     surface as `StoreUnavailable`.
     """
 
-    def __init__(
-        self,
-        pool: ConnectionPool[Any],
-        prefix: Prefix,
-        *,
-        owns_pool: bool,
-        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-        migration_lock_timeout: float = migrations.DEFAULT_LOCK_TIMEOUT,
-        listen_dsn: str | None = None,
-    ) -> None:
-        if max_payload_bytes < 1:
-            raise ConfigurationError(f"max_payload_bytes must be positive, got {max_payload_bytes}")
-        if listen_dsn is not None:
-            parse_dsn(listen_dsn, "listen_dsn")
-        self.listen_dsn = listen_dsn
-        self.pool = pool
-        self.prefix = prefix
-        self.owns_pool = owns_pool
-        self.max_payload_bytes = max_payload_bytes
-        self.migration_lock_timeout = migration_lock_timeout
-        self._enqueuer = Enqueuer(prefix, max_payload_bytes)
+    pool: ConnectionPool[Any]
+    prefix: Prefix
+    owns_pool: bool = attrs.field(kw_only=True)
+    max_payload_bytes: int = attrs.field(default=DEFAULT_MAX_PAYLOAD_BYTES, kw_only=True)
+    migration_lock_timeout: float = attrs.field(
+        default=migrations.DEFAULT_LOCK_TIMEOUT, kw_only=True
+    )
+    listen_dsn: str | None = attrs.field(default=None, kw_only=True)
+    _enqueuer: Enqueuer = attrs.field(init=False)
+
+    @max_payload_bytes.validator
+    def _check_max_payload_bytes(self, _: attrs.Attribute[int], value: int) -> None:
+        if value < 1:
+            raise ConfigurationError(f"max_payload_bytes must be positive, got {value}")
+
+    @listen_dsn.validator
+    def _check_listen_dsn(self, _: attrs.Attribute[str | None], value: str | None) -> None:
+        if value is not None:
+            parse_dsn(value, "listen_dsn")
+
+    @_enqueuer.default
+    def _new_enqueuer(self) -> Enqueuer:
+        return Enqueuer(self.prefix, self.max_payload_bytes)
 
     @classmethod
     def from_dsn(

@@ -21,7 +21,7 @@ def _events(events: WorkerEvents | None) -> WorkerEvents:
     return WorkerEvents() if events is None else events
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Reaper:
     """`run_once` recovers up to ``batch`` stale claims and returns how many it took.
 

@@ -24,7 +24,7 @@ logger = logging.getLogger("venturi.worker")
 SETTLE_RETRY_SECONDS: Final = 300.0
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Settler:
     """Settles held runs one at a time (`settle`) and records every settled run
     (`settled`, also the `Completer`'s callback for batched completions).

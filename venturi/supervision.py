@@ -22,7 +22,7 @@ RESTART_WINDOW: Final = 60.0
 _RESTART_BACKOFF: Final = retrying.Backoff(base=0.1, cap=5.0)
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Supervisor:
     """Makes the worker's threads. Each runs its body; if the body raises, the error is
     logged with its traceback, reported to ``on_restart`` and the body runs again after
