@@ -119,6 +119,39 @@ def test_healthcheck_fails_without_schema_or_database(invoke: Invoke) -> None:
     assert "topsecret" not in unreachable.output
 
 
+def test_healthcheck_reads_a_worker_s_metrics(
+    invoke: Invoke, queue: venturi.Queue, database_dsn: str
+) -> None:
+    @queue.job("k")
+    def k() -> None: ...
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    worker = queue.worker(poll_interval=0.2, metrics_port=port, metrics_addr="127.0.0.1")
+    worker.start()
+    try:
+        running = invoke("healthcheck", "--worker-metrics", url)
+        assert running.exit_code == 0, running.output
+        assert running.stdout.splitlines()[-1] == f"ok   worker: {url}: running"
+        # A worker that stops itself closes its metrics port (the probe then fails for no
+        # answer, as below); kept open here to see the failure the metrics report.
+        worker.stop_hooks.clear()
+        with psycopg.connect(database_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE {queue.prefix}_journal, {queue.prefix}_jobs")
+        wait_until(lambda: worker.failure is not None, timeout=30, what="the worker to fail")
+        failed = invoke("healthcheck", "--worker-metrics", url)
+        assert failed.exit_code == 1
+        assert failed.stdout.splitlines()[-1].startswith(f"FAIL worker: {url}: the worker stopped")
+    finally:
+        worker.stop(timeout=5)
+    elsewhere = f"http://127.0.0.1:{free_port()}/metrics"
+    unreachable = invoke("healthcheck", "--worker-metrics", elsewhere)
+    assert unreachable.exit_code == 1
+    assert unreachable.stdout.splitlines()[-1].startswith(
+        f"FAIL worker: no answer from {elsewhere}"
+    )
+
+
 def _counted(samples: Samples | None, settlements: int) -> Samples | None:
     """The samples once they count ``settlements`` settled runs, else None."""
     return samples if samples is not None and settled_total(samples) >= settlements else None
