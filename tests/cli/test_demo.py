@@ -7,9 +7,12 @@ import re
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
+import venturi
 from tests.cli.conftest import CLOSED_PORT_DSN, Invoke
-from tests.support import drop_prefix
+from tests.support import drop_prefix, postgres_store
+from venturi.cli import build_cli
 
 SMALL = ["demo", "--jobs", "40", "--concurrency", "4"]
 
@@ -101,3 +104,19 @@ def test_demo_refuses_an_unreachable_dsn_instead_of_falling_back(invoke: Invoke)
 
 def test_demo_refuses_a_too_small_batch(invoke: Invoke) -> None:
     assert invoke("demo", "--jobs", "3").exit_code == 2
+
+
+def test_demo_in_an_application_shares_its_pool_and_leaves_it_open(
+    database_dsn: str, prefix: str
+) -> None:
+    app_queue = venturi.Queue(database_dsn, prefix=prefix, pool_size=8)
+    try:
+        result = CliRunner().invoke(build_cli(lambda: app_queue), SMALL, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        assert "the application's database" in result.stdout
+        _check_summary(result.stdout)
+        assert _tables(database_dsn, _prefix_of(result.stdout)) == []
+        assert not postgres_store(app_queue).pool.closed
+        assert app_queue.store.ping()
+    finally:
+        app_queue.close()

@@ -297,3 +297,13 @@ def test_version_is_printed(invoke: Invoke) -> None:
 def test_bench_is_a_sub_command(invoke: Invoke) -> None:
     result = invoke("bench", "--help")
     assert result.exit_code == 0 and "raw-SQL ceilings" in result.stdout
+
+
+def test_sql_in_an_application_uses_its_queues_prefix(database_dsn: str, prefix: str) -> None:
+    app_queue = venturi.Queue(database_dsn, prefix=prefix, pool_size=1)
+    try:
+        result = CliRunner().invoke(build_cli(lambda: app_queue), ["sql"], catch_exceptions=False)
+    finally:
+        app_queue.close()
+    assert result.exit_code == 0, result.output
+    assert f"schema of prefix {prefix!r}" in result.stdout and f'"{prefix}_jobs"' in result.stdout
