@@ -17,10 +17,6 @@ from venturi.store import Store
 logger = logging.getLogger("venturi.reaper")
 
 
-def _events(events: WorkerEvents | None) -> WorkerEvents:
-    return WorkerEvents() if events is None else events
-
-
 @attrs.define(eq=False)
 class Reaper:
     """`run_once` recovers up to ``batch`` stale claims and returns how many it took.
@@ -33,7 +29,7 @@ class Reaper:
 
     store: Store
     definitions: Mapping[str, JobDefinition]
-    events: WorkerEvents = attrs.field(default=None, converter=_events)
+    events: WorkerEvents = attrs.field(factory=WorkerEvents)
     batch: int = 100
 
     def run_once(self) -> int:
