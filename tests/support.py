@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -48,21 +46,6 @@ def server_answers(dsn: str, timeout: int = 2) -> bool:
             return True
     except psycopg.Error:
         return False
-
-
-def start_embedded_server() -> tuple[str, Any]:
-    """A throwaway PostgreSQL from the pgserver wheel (works as root); returns (dsn, server)."""
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        server = pgserver.get_server(  # type: ignore[attr-defined]
-            tempfile.mkdtemp(prefix="venturi-pg-"), cleanup_mode="stop"
-        )
-    return server.get_uri(), server
 
 
 def drop_prefix(dsn: str, prefix: str) -> None:
