@@ -38,6 +38,7 @@ from venturi.models import (
     to_uuid,
 )
 from venturi.notifier import PostgresNotifier
+from venturi.owned_pools import open_owned
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 
@@ -132,7 +133,7 @@ class PostgresStore:
             kwargs["prepare_threshold"] = None
         pool = _new_pool(dsn, kwargs, size, pool_timeout, f"venturi-{prefix.name}")
         store = cls(pool, prefix, owns_pool=True, **options)  # may refuse an option
-        pool.open(wait=False)  # only now, so a refused option leaves no pool running
+        open_owned(pool)  # only now, so a refused option leaves no pool running
         return store
 
     @classmethod
@@ -405,7 +406,7 @@ class PostgresStore:
         conninfo, kwargs = self.connection_params()
         name = f"venturi-{self.prefix.name}-side"
         pool = _new_pool(conninfo, kwargs, pool_size, self.pool.timeout, name)
-        pool.open(wait=False)
+        open_owned(pool)
         return PostgresStore(
             pool,
             self.prefix,

@@ -46,6 +46,7 @@ APP = textwrap.dedent(
 
     @queue.job("checkpoint", context=True, lease=5)
     def checkpoint(ctx: venturi.JobContext) -> None:
+        print("checkpoint handler running", flush=True)
         ctx.stopping.wait(120)
         raise venturi.Pause(carry={"stopped": True}, note="worker stopping")
 
@@ -221,10 +222,11 @@ def test_sigint_lets_a_running_job_checkpoint_before_exit(
         job_id = queue.enqueue("checkpoint")
         process = start_cli_process(args, _app_dir(tmp_path, "intapp"), env, log)
         try:
+            # Running, not only claimed: a prefetched job is handed back unstarted.
             wait_until(
-                lambda: queue.get(job_id).status == "claimed",  # type: ignore[union-attr]
+                lambda: "checkpoint handler running" in log.read_text(),
                 timeout=60,
-                what=f"the job to start; log: {log.read_text()}",
+                what="the job's handler to start",
             )
             process.send_signal(signal.SIGINT)
             assert process.wait(timeout=60) == 0
