@@ -105,12 +105,12 @@ def _claimed(store: PostgresStore) -> JobRecord:
 @pytest.mark.parametrize(
     ("first", "second", "results", "status", "journal"),
     [
-        ("settle", "reaper", [True, False], "completed", ["completed"]),
-        ("reaper", "settle", [True, False], "pending", ["recovered"]),
-        ("heartbeat", "reaper", [True, False], "claimed", []),
-        ("reaper", "heartbeat", [True, False], "pending", ["recovered"]),
-        ("cancel", "reaper", [True, False], "cancelled", ["cancelled"]),
-        ("reaper", "cancel", [True, True], "cancelled", ["recovered", "cancelled"]),
+        ("settle", "reaper", [Outcome.COMPLETED, None], "completed", ["completed"]),
+        ("reaper", "settle", [Outcome.RECOVERED, None], "pending", ["recovered"]),
+        ("heartbeat", "reaper", [True, None], "claimed", []),
+        ("reaper", "heartbeat", [Outcome.RECOVERED, False], "pending", ["recovered"]),
+        ("cancel", "reaper", [True, None], "cancelled", ["cancelled"]),
+        ("reaper", "cancel", [Outcome.RECOVERED, True], "cancelled", ["recovered", "cancelled"]),
     ],
 )
 def test_racing_transitions_in_both_orders(  # noqa: PLR0917 (fixtures and parameters)
