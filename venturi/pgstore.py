@@ -306,19 +306,20 @@ class PostgresStore:
         Re-pending gives up the job's dedup key when a newer pending job holds it, but a
         racing enqueue can take the key between that check and the write. The statement
         then fails having changed nothing, so it runs again (a few times at most)."""
-        for attempt in range(1, _REPEND_ATTEMPTS + 1):
+        attempts = 0
+        while True:
+            attempts += 1
             try:
                 rows = self._fetch(name, params)
+                break
             except errors.UniqueViolation as exc:
-                if attempt < _REPEND_ATTEMPTS:
-                    continue
-                raise StoreUnavailable(
-                    f"{name}: enqueues kept taking the job's dedup key ({_REPEND_ATTEMPTS} tries)"
-                ) from exc
-            if not rows:
-                return None
-            return BUSY if rows[0][0] is None else Outcome(rows[0][0])
-        raise AssertionError("unreachable")
+                if attempts == _REPEND_ATTEMPTS:
+                    raise StoreUnavailable(
+                        f"{name}: enqueues kept taking the job's dedup key ({attempts} tries)"
+                    ) from exc
+        if not rows:
+            return None
+        return BUSY if rows[0][0] is None else Outcome(rows[0][0])
 
     def _complete_one(self, claim: Claim, settlement: Settlement) -> bool | _Busy:
         outcome = self.complete_many([(claim, settlement)])

@@ -29,11 +29,9 @@ def _read(name: str) -> str:
 
 
 def _names(folder: str) -> list[str]:
-    root = (
-        resources.files("venturi.sql").joinpath(folder)
-        if folder
-        else resources.files("venturi.sql")
-    )
+    root = resources.files("venturi.sql")
+    if folder:
+        root = root.joinpath(folder)
     return sorted(p.name[:-4] for p in root.iterdir() if p.name.endswith(".sql"))
 
 
