@@ -2,9 +2,8 @@
 -- Row comparison against the cursor walks the history index without OFFSET, so equal
 -- created_at values are neither skipped nor repeated.
 -- Parameters: kind, status, finished_since, finished_until, before_created_at,
--- before_id (all nullable), limit. Returns: jobs in JOB_COLUMNS order.
-SELECT id, kind, payload, priority, status, created_at, visible_at, run_count, failure_count,
-       max_attempts, carry, dedup_key, claimed_by, claim_expires_at, finished_at
+-- before_id (all nullable), limit. Returns: jobs in JobRecord.from_row order.
+SELECT {job_columns}
 FROM {jobs}
 WHERE (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)

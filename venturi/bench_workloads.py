@@ -27,7 +27,7 @@ from venturi.bench_support import (
     wait_for,
 )
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord, NewJob, Settlement
+from venturi.models import JobRecord, NewJob, Outcome, Settlement
 from venturi.queue import Queue
 from venturi.worker import Worker
 
@@ -44,9 +44,9 @@ class _Settled(WorkerEvents):
         self.countdown = Countdown(target)
 
     def job_settled(
-        self, job: JobRecord, settlement: Settlement, applied: bool, duration: float
+        self, job: JobRecord, settlement: Settlement, outcome: Outcome | None, duration: float
     ) -> None:
-        if applied:
+        if outcome is not None:
             self.countdown.add()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +33,7 @@ from venturi.models import (
     JournalRecord,
     KindStats,
     NewJob,
+    Outcome,
     SettleAction,
     Settlement,
     StatsSnapshot,
@@ -63,7 +65,7 @@ _BUSY_BACKOFF: Final = retrying.Backoff(base=0.01, cap=0.5)
 # `venturi bench --compare-prepared` (README, "Behind PgBouncer").
 DEFAULT_PREPARED_STATEMENTS: Final = False
 _SETTLE_FILES: Final = {
-    SettleAction.RETRY: "settle_retry",
+    SettleAction.RETRY: "fail_run",
     SettleAction.PAUSE: "settle_pause",
     SettleAction.DEAD: "settle_dead",
     SettleAction.RELEASE: "settle_release",
@@ -294,50 +296,50 @@ class PostgresStore:
         jobs.sort(key=lambda j: (-j.priority, j.visible_at, j.id))
         return jobs
 
-    def settle(self, claim: Claim, settlement: Settlement) -> bool:
+    def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
         if settlement.action is SettleAction.COMPLETE:
-            return claim.job_id in self._complete_one(claim, settlement)
+            done = _while_busy(lambda: self._complete_one(claim, settlement))
+            return Outcome.COMPLETED if done else None
         carry = settlement.carry_json
         params = {
             "id": claim.job_id.to_uuid(),
             "owner": claim.claimed_by,
             "run": claim.run_count,
+            "lapsed": False,
             "delay": settlement.delay,
             "at": settlement.at,
             "set_carry": carry is not None,
             "carry": carry,
             "note": settlement.note,
         }
-        return self._repend(_SETTLE_FILES[settlement.action], params)
+        name = _SETTLE_FILES[settlement.action]
+        return _while_busy(lambda: self._repend(name, params))
 
-    def _repend(self, name: str, params: dict[str, Any]) -> bool:
-        """Run a statement that may put a job back to pending; True if it applied.
+    def _repend(self, name: str, params: dict[str, Any]) -> Outcome | _Busy | None:
+        """Run a statement that may put a job back to pending: the journal outcome when
+        it applied, None when fenced out, `BUSY` when another session held the row locked.
 
         Re-pending gives up the job's dedup key when a newer pending job holds it, but a
         racing enqueue can take the key between that check and the write. The statement
         then fails having changed nothing, so it runs again (a few times at most)."""
-        for _ in range(_REPEND_ATTEMPTS - 1):
-            try:
-                return bool(self._fetch(name, params))
-            except errors.UniqueViolation:
-                continue
-        try:
-            return bool(self._fetch(name, params))
-        except errors.UniqueViolation as exc:
-            raise StoreUnavailable(
-                f"{name}: enqueues kept taking the job's dedup key ({_REPEND_ATTEMPTS} tries)"
-            ) from exc
-
-    def _complete_one(self, claim: Claim, settlement: Settlement) -> frozenset[ULID]:
-        """Complete one run, waiting while another session holds its row locked (as a
-        one-row UPDATE would). Returns the applied ids."""
-        failures = 0
+        attempts = 0
         while True:
-            outcome = self.complete_many([(claim, settlement)])
-            if not outcome.busy:
-                return outcome.applied
-            failures += 1
-            time.sleep(_BUSY_BACKOFF.delay(failures))
+            attempts += 1
+            try:
+                rows = self._fetch(name, params)
+                break
+            except errors.UniqueViolation as exc:
+                if attempts == _REPEND_ATTEMPTS:
+                    raise StoreUnavailable(
+                        f"{name}: enqueues kept taking the job's dedup key ({attempts} tries)"
+                    ) from exc
+        if not rows:
+            return None
+        return BUSY if rows[0][0] is None else Outcome(rows[0][0])
+
+    def _complete_one(self, claim: Claim, settlement: Settlement) -> bool | _Busy:
+        outcome = self.complete_many([(claim, settlement)])
+        return BUSY if outcome.busy else claim.job_id in outcome.applied
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         if not items:
@@ -371,9 +373,20 @@ class PostgresStore:
     def find_stale(self, limit: int = 100) -> list[JobRecord]:
         return [JobRecord.from_row(r) for r in self._fetch("find_stale", {"limit": limit})]
 
-    def recover(self, job: JobRecord, delay: float = 0.0) -> bool:
-        params = {"id": job.id.to_uuid(), "run": job.run_count, "delay": float(delay)}
-        return self._repend("recover", params)
+    def recover(self, job: JobRecord, delay: float = 0.0) -> Outcome | None:
+        params = {
+            "id": job.id.to_uuid(),
+            "owner": job.claimed_by,
+            "run": job.run_count,
+            "lapsed": True,
+            "delay": float(delay),
+            "set_carry": False,
+            "carry": None,
+            "note": f"lease held by {job.claimed_by or '?'} expired",
+        }
+        outcome = self._repend("fail_run", params)
+        # A row locked meanwhile is left for the next scan: one lock never stalls the reaper.
+        return None if outcome is BUSY else outcome
 
     def next_visible_at(
         self, kinds: Sequence[str], priority_floor: int | None = None
@@ -542,6 +555,27 @@ class PostgresStore:
         """Close the pool if this store opened it; a borrowed pool is left alone."""
         if self.owns_pool:
             self.pool.close()
+
+
+class _Busy(enum.Enum):
+    """Another session held the row locked: nothing changed, try again."""
+
+    BUSY = "busy"
+
+
+BUSY: Final = _Busy.BUSY
+
+
+def _while_busy(step: Callable[[], T | _Busy]) -> T:
+    """Run ``step`` until the row it settles is free, as a one-row UPDATE would wait for
+    it (the statements themselves skip locked rows, so they never deadlock)."""
+    failures = 0
+    while True:
+        result = step()
+        if not isinstance(result, _Busy):
+            return result
+        failures += 1
+        time.sleep(_BUSY_BACKOFF.delay(failures))
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from venturi.models import (
     JobRecord,
     JournalRecord,
     NewJob,
+    Outcome,
     Settlement,
     StatsSnapshot,
 )
@@ -91,7 +92,10 @@ class Store(Protocol):
         priority_floor: int | None = None,
     ) -> list[JobRecord]: ...
 
-    def settle(self, claim: Claim, settlement: Settlement) -> bool: ...
+    def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
+        """Apply ``settlement`` if ``claim`` still holds its job: the journal outcome the
+        database recorded (a retry of the last allowed attempt is ``dead``), or None when
+        the run had lost its claim and nothing changed."""
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome: ...
 
@@ -99,7 +103,9 @@ class Store(Protocol):
 
     def find_stale(self, limit: int = 100) -> list[JobRecord]: ...
 
-    def recover(self, job: JobRecord, delay: float = 0.0) -> bool: ...
+    def recover(self, job: JobRecord, delay: float = 0.0) -> Outcome | None:
+        """Take back ``job``'s expired claim: ``recovered`` (pending after ``delay``) or
+        ``dead`` (out of attempts); None when fenced out or its row is locked meanwhile."""
 
     def next_visible_at(
         self, kinds: Sequence[str], priority_floor: int | None = None
