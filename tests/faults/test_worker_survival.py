@@ -158,22 +158,23 @@ def test_the_dispatcher_survives_a_failing_idle_query(
 def test_a_timeout_stops_the_run_on_time_whatever_the_lease(
     database_dsn: str, shared_prefix: str, watch: Watch
 ) -> None:
-    """``timeout=1`` at the default 60 s lease sets ``stopping`` 1.0-1.5 s after the start
-    (the heartbeat, a third of the lease apart, used to set it up to 20 s late)."""
+    """``timeout=1`` at the default 60 s lease sets ``stopping`` 1-3 s after the start
+    (generous slack for a loaded machine: the heartbeat, a third of the lease apart,
+    used to set it up to 20 s late)."""
     queue = venturi.Queue(database_dsn, prefix=shared_prefix)
     waited: list[float] = []
 
     @queue.job("fault.deadline", timeout=1, context=True)
     def deadline(ctx: venturi.JobContext) -> None:
         began = time.monotonic()
-        ctx.stopping.wait(5.0)
+        ctx.stopping.wait(10.0)
         waited.append(time.monotonic() - began)
 
     queue.enqueue("fault.deadline")
     with queue.worker(concurrency=1):
         wait_until(lambda: waited, 10, what="the run to end")
     queue.close()
-    assert 1.0 <= waited[0] <= 1.5, f"stopping was set {waited[0]:.2f}s after the start"
+    assert 1.0 <= waited[0] <= 3.0, f"stopping was set {waited[0]:.2f}s after the start"
 
 
 def _drop_when(condition: Callable[[], bool], dsn: str, prefix: str) -> threading.Thread:
