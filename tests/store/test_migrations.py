@@ -99,9 +99,9 @@ def test_eight_processes_migrating_one_fresh_prefix_make_one_schema(
     assert sorted(applied) == [[]] * 7 + [ALL]
     probe = Probe(database_dsn, prefix)
     try:
-        assert probe.rows("SELECT version, count(*) FROM {schema_history} GROUP BY 1 ORDER BY 1") == [
-            (version, 1) for version, _ in known_migrations()
-        ]
+        assert probe.rows(
+            "SELECT version, count(*) FROM {schema_history} GROUP BY 1 ORDER BY 1"
+        ) == [(version, 1) for version, _ in known_migrations()]
         assert len(_tables(database_dsn, prefix)) == 3
     finally:
         probe.close()
