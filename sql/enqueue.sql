@@ -3,12 +3,7 @@
 -- Parameters: id, kind, payload (JSON text), priority, delay (s) | at, max_attempts.
 -- Returns: id.
 WITH inserted AS (
-    INSERT INTO {jobs} (id, kind, payload, priority, visible_at, max_attempts)
-    VALUES (
-        %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s,
-        coalesce(%(at)s::timestamptz,
-                 now() + make_interval(secs => coalesce(%(delay)s::float8, 0))),
-        %(max_attempts)s)
+    INSERT INTO {jobs} {new_job}
     RETURNING id, kind
 )
 SELECT inserted.id

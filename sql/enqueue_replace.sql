@@ -4,13 +4,8 @@
 -- Parameters: id, kind, payload, priority, delay | at, max_attempts, dedup_key.
 -- Returns: (id, created).
 WITH upserted AS (
-    INSERT INTO {jobs} AS j (id, kind, payload, priority, visible_at, max_attempts, dedup_key)
-    VALUES (
-        %(id)s, %(kind)s, %(payload)s::jsonb, %(priority)s,
-        coalesce(%(at)s::timestamptz,
-                 now() + make_interval(secs => coalesce(%(delay)s::float8, 0))),
-        %(max_attempts)s, %(dedup_key)s)
-    ON CONFLICT (kind, dedup_key) WHERE status = 'pending' AND dedup_key IS NOT NULL
+    INSERT INTO {jobs} AS j {new_job}
+    {pending_key_taken}
     DO UPDATE SET payload = EXCLUDED.payload,
                   priority = EXCLUDED.priority,
                   visible_at = EXCLUDED.visible_at,

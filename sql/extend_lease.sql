@@ -10,24 +10,14 @@ WITH batch AS (
                          %(leases)s::float8[])
         AS b (id, owner, run, lease)
 ),
-locked AS (
-    SELECT j.id, b.lease
-    FROM {jobs} AS j JOIN batch AS b ON j.id = b.id
-    WHERE j.claimed_by = b.owner AND j.run_count = b.run AND j.status = 'claimed'
-    ORDER BY j.id
-    FOR UPDATE OF j SKIP LOCKED
-),
+{locked_runs},
 renewed AS (
     UPDATE {jobs} AS j
-    SET claim_expires_at = now() + make_interval(secs => locked.lease)
-    FROM locked
+    SET claim_expires_at = now() + make_interval(secs => b.lease)
+    FROM locked JOIN batch AS b ON b.id = locked.id
     WHERE j.id = locked.id
     RETURNING j.id
 )
 SELECT id, true FROM renewed
 UNION ALL
--- Skipped rows, as this statement's snapshot saw them: still held by the run?
-SELECT j.id, false
-FROM (SELECT * FROM batch WHERE id NOT IN (SELECT id FROM locked)) AS b
-JOIN {jobs} AS j ON j.id = b.id
-WHERE j.claimed_by = b.owner AND j.run_count = b.run AND j.status = 'claimed'
+{busy_runs}

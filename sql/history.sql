@@ -3,9 +3,8 @@
 -- process made its ids in. The primary key is walked backwards from the cursor without
 -- OFFSET; ids are unique, so no row is skipped or repeated across pages.
 -- Parameters: kind, status, finished_since, finished_until, before_id (all nullable),
--- limit. Returns: jobs in JOB_COLUMNS order.
-SELECT id, kind, payload, priority, status, created_at, visible_at, run_count, failure_count,
-       max_attempts, carry, dedup_key, claimed_by, claim_expires_at, finished_at
+-- limit. Returns: jobs in JobRecord.from_row order.
+SELECT {job_columns}
 FROM {jobs}
 WHERE (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)

@@ -1,30 +1,14 @@
 -- When the next pending job of the given kinds at or above a priority floor becomes
 -- claimable, with the database clock beside it: the idle worker sleeps the difference
 -- (below-floor jobs are never its concern, so they do not wake it).
--- The claim index orders visible_at within each priority, so a loose index scan visits
--- each pending (kind, priority) once and takes its first visible_at: a few probes at any
--- backlog, where min(visible_at) over the kind would read every pending row of it.
+-- The claim index orders visible_at within each priority, so the loose index scan of
+-- `levels` visits each pending (kind, priority) once and takes its first visible_at: a
+-- few probes at any backlog, where min(visible_at) over the kind would read every row.
 -- Parameters: kinds (text[]), priority_floor. Returns: one row (visible_at or NULL, now).
-WITH RECURSIVE levels (kind, priority) AS (
-    SELECT w.kind, top.priority
-    FROM unnest(%(kinds)s::text[]) AS w (kind)
-    CROSS JOIN LATERAL (
-        SELECT j.priority FROM {jobs} AS j
-        WHERE j.status = 'pending' AND j.kind = w.kind AND j.priority >= %(priority_floor)s
-        ORDER BY j.priority DESC
-        LIMIT 1
-    ) AS top
-    UNION ALL
-    SELECT levels.kind, lower.priority
-    FROM levels
-    CROSS JOIN LATERAL (
-        SELECT j.priority FROM {jobs} AS j
-        WHERE j.status = 'pending' AND j.kind = levels.kind
-          AND j.priority < levels.priority AND j.priority >= %(priority_floor)s
-        ORDER BY j.priority DESC
-        LIMIT 1
-    ) AS lower
-)
+WITH RECURSIVE wanted AS (
+    SELECT w.kind FROM unnest(%(kinds)s::text[]) AS w (kind)
+),
+{pending_levels}
 SELECT min(first.visible_at), now()
 FROM levels
 CROSS JOIN LATERAL (

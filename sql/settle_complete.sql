@@ -11,13 +11,7 @@ WITH batch AS (
                          %(attachments)b::jsonb[], %(notes)b::text[])
         AS b (id, owner, run, attachment, note)
 ),
-locked AS (
-    SELECT j.id
-    FROM {jobs} AS j JOIN batch AS b ON j.id = b.id
-    WHERE j.claimed_by = b.owner AND j.run_count = b.run AND j.status = 'claimed'
-    ORDER BY j.id
-    FOR UPDATE OF j SKIP LOCKED
-),
+{locked_runs},
 settled AS (
     UPDATE {jobs} AS j
     SET status = 'completed', finished_at = now(), claim_expires_at = NULL
@@ -31,8 +25,4 @@ journaled AS (
 )
 SELECT id, true FROM settled
 UNION ALL
--- Skipped rows, as this statement's snapshot saw them: still held by the run?
-SELECT j.id, false
-FROM (SELECT * FROM batch WHERE id NOT IN (SELECT id FROM locked)) AS b
-JOIN {jobs} AS j ON j.id = b.id
-WHERE j.claimed_by = b.owner AND j.run_count = b.run AND j.status = 'claimed'
+{busy_runs}

@@ -1,7 +1,7 @@
 -- Re-pends a claimed run without counting a failure, visible at %(at)s or after
 -- %(delay)s seconds, optionally storing a new carry. Fenced by owner, run epoch, status.
 -- Parameters: id, owner, run, delay, at, set_carry, carry, note.
--- Returns: the new status when applied; no row when fenced out.
+-- Returns: the journal outcome when applied; no row when fenced out.
 WITH settled AS (
     UPDATE {jobs} AS j
     SET status = 'pending',
@@ -9,18 +9,15 @@ WITH settled AS (
                               now() + make_interval(secs => coalesce(%(delay)s::float8, 0))),
         carry = CASE WHEN %(set_carry)s THEN %(carry)s::jsonb ELSE j.carry END,
         claim_expires_at = NULL,
-        dedup_key = CASE WHEN EXISTS (
-                              SELECT FROM {jobs} AS d
-                              WHERE d.kind = j.kind AND d.dedup_key = j.dedup_key
-                                AND d.status = 'pending')
-                         THEN NULL ELSE j.dedup_key END
-    WHERE j.id = %(id)s AND j.claimed_by = %(owner)s AND j.run_count = %(run)s
-      AND j.status = 'claimed'
+        dedup_key = {dedup_key_kept}
+    FROM {one_run} AS b
+    WHERE {held_by_run}
     RETURNING j.id, j.kind, j.run_count, j.status
 ),
 journaled AS (
     INSERT INTO {journal} (job_id, kind, run_no, outcome, note)
     SELECT id, kind, run_count, 'paused', %(note)s FROM settled
+    RETURNING kind, outcome
 )
-SELECT settled.status
-FROM settled CROSS JOIN LATERAL (SELECT pg_notify({channel}, settled.kind)) AS n
+SELECT journaled.outcome
+FROM journaled CROSS JOIN LATERAL (SELECT pg_notify({channel}, journaled.kind)) AS n

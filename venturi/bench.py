@@ -22,6 +22,7 @@ import click
 
 from venturi import bench_report
 from venturi.bench_ceilings import CEILING_BATCH, Ceilings
+from venturi.bench_report import PREPARED_SUFFIX
 from venturi.bench_support import BenchFailure, BenchSettings
 from venturi.bench_worker import drive
 from venturi.bench_workloads import VenturiBench
@@ -37,15 +38,26 @@ def _groups(
     main: VenturiBench,
     raw: Ceilings,
     backlog: VenturiBench | None,
+    *,
+    prepared: VenturiBench | None = None,
 ) -> list[list[Step]]:
     """Each group's steps are measured back to back in one round (venturi beside its
-    ceilings); rounds reverse the order within each group."""
+    ceilings, and beside itself with prepared statements on); rounds reverse the order
+    within each group."""
     s = main.settings
+
+    def twin(step: Callable[..., dict[str, float]], *args: Any) -> list[Step]:
+        """``step`` (a `VenturiBench` method) run on the prepared-statements bench too."""
+        if prepared is None:
+            return []
+        method = getattr(prepared, step.__name__)
+        return [functools.partial(_suffixed, PREPARED_SUFFIX, functools.partial(method, *args))]
+
     groups: list[list[Step]] = []
     if "enqueue" in workloads:
-        groups.append([main.enqueue_one, raw.insert_notify])
+        groups.append([main.enqueue_one, raw.insert_notify, *twin(main.enqueue_one)])
     if "enqueue-many" in workloads:
-        groups.append([main.enqueue_many, raw.multi_insert])
+        groups.append([main.enqueue_many, raw.multi_insert, *twin(main.enqueue_many)])
     if "drain" in workloads:
         for c in DRAIN_CONCURRENCIES:
             groups.append(
@@ -53,6 +65,7 @@ def _groups(
                     functools.partial(main.drain, c),
                     functools.partial(raw.drain, c, 1),
                     functools.partial(raw.drain, c, CEILING_BATCH),
+                    *twin(main.drain, c),
                 ]
             )
     if "latency" in workloads:
@@ -67,6 +80,11 @@ def _groups(
     for count in processes:
         groups.append([functools.partial(_only, "processes.", drive, main, count, 16, s.jobs)])
     return groups
+
+
+def _suffixed(suffix: str, step: Step) -> dict[str, float]:
+    """The figures of ``step()``, each series name followed by ``suffix``."""
+    return {key + suffix: value for key, value in step().items()}
 
 
 def _only(prefix: str, step: Callable[..., dict[str, float]], *args: Any) -> dict[str, float]:
@@ -99,7 +117,11 @@ def run(
             cleanup.callback(backlog.close)
             say(f"filling a backlog of {settings.backlog:,} pending rows")
             backlog.fill_backlog(settings.backlog)
-        groups = _groups(workloads, processes, main, raw, backlog)
+        prepared: VenturiBench | None = None
+        if settings.compare_prepared:
+            prepared = VenturiBench(settings, "p", prepared_statements=True)
+            cleanup.callback(prepared.close)
+        groups = _groups(workloads, processes, main, raw, backlog, prepared=prepared)
         for index in range(settings.rounds):
             say(f"round {index + 1} of {settings.rounds}")
             for group in groups:
@@ -148,6 +170,12 @@ def _processes(value: str | None) -> list[int]:
 )
 @click.option("--processes", help="Also drain with N worker processes, e.g. 1,2,4.")
 @click.option("--fillfactor", type=click.IntRange(10, 100), help="Jobs table fillfactor.")
+@click.option(
+    "--compare-prepared",
+    is_flag=True,
+    help="Also run enqueue, enqueue-many and drain with server-side prepared statements "
+    "on (venturi's default is off), side by side in each round.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bench_command(
     *,
@@ -159,6 +187,7 @@ def bench_command(
     workloads: tuple[str, ...],
     processes: str | None,
     fillfactor: int | None,
+    compare_prepared: bool,
     as_json: bool,
 ) -> None:
     """Benchmark venturi against raw-SQL ceilings on the same server.
@@ -175,6 +204,7 @@ def bench_command(
             "jobs": jobs,
             "backlog": backlog,
             "fillfactor": fillfactor,
+            "compare_prepared": compare_prepared or None,
         }.items()
         if value is not None
     }

@@ -20,6 +20,19 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("drain c16", "drain.c16", "ceiling.commit_per_job.c16", 2.0),
     ("drain c16, backlog", "backlog.c16", "drain.c16", 0.8),
 )
+# `--compare-prepared`: each workload with server-side prepared statements on, against
+# venturi's default (off) measured in the same rounds.
+PREPARED_SUFFIX = ".prepared"
+PREPARED_COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = tuple(
+    (f"{label}, prepared statements on", key + PREPARED_SUFFIX, key, None)
+    for label, key in (
+        ("enqueue", "enqueue"),
+        ("enqueue-many", "enqueue-many"),
+        ("drain c1", "drain.c1"),
+        ("drain c4", "drain.c4"),
+        ("drain c16", "drain.c16"),
+    )
+)
 # (label, series, upper limit): absolute targets.
 LIMITS: tuple[tuple[str, str, float], ...] = (
     ("latency p50", "latency.p50", 2.0),
@@ -31,6 +44,7 @@ CEILING_LABELS = {
     "ceiling.insert_notify": "raw INSERT+NOTIFY",
     "ceiling.multi_insert": "raw multi-row INSERT",
     "drain.c16": "venturi drain c16, empty table",
+    **{key: "venturi, unprepared (default)" for _, _, key, _ in PREPARED_COMPARISONS},
 }
 
 
@@ -61,7 +75,7 @@ def build(settings: dict[str, Any], samples: dict[str, list[float]]) -> dict[str
     """The machine-readable report (`--json`): series, ratios and targets."""
     series = summarize(samples)
     comparisons = []
-    for label, key, ceiling, target in COMPARISONS:
+    for label, key, ceiling, target in (*COMPARISONS, *PREPARED_COMPARISONS):
         if key not in series or ceiling not in series:
             continue
         ratio = series[key]["median"] / series[ceiling]["median"]

@@ -37,6 +37,7 @@ class BenchSettings:
     backlog: int = 1_000_000
     rss_jobs: int = 20_000
     fillfactor: int | None = None
+    compare_prepared: bool = False
     timeout: float = 300.0
 
     @classmethod

@@ -28,7 +28,7 @@ from venturi.bench_support import (
     wait_for,
 )
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord, NewJob, Settlement
+from venturi.models import JobRecord, NewJob, Outcome, Settlement
 from venturi.queue import Queue
 from venturi.worker import Worker
 
@@ -45,21 +45,25 @@ class _Settled(WorkerEvents):
         self.countdown = Countdown(target)
 
     def job_settled(
-        self, job: JobRecord, settlement: Settlement, applied: bool, duration: float
+        self, job: JobRecord, settlement: Settlement, outcome: Outcome | None, duration: float
     ) -> None:
-        if applied:
+        if outcome is not None:
             self.countdown.add()
 
 
 class VenturiBench:
     """A queue under its own prefix with one no-op kind whose handler writes the ledger."""
 
-    def __init__(self, settings: BenchSettings, label: str = "v") -> None:
+    def __init__(
+        self, settings: BenchSettings, label: str = "v", *, prepared_statements: bool = False
+    ) -> None:
         self.settings = settings
         self.prefix = new_prefix(label)
         self.ledger = Ledger()
         self.backlog = 0
-        self.queue = Queue(settings.dsn, prefix=self.prefix, pool_size=8)
+        self.queue = Queue(
+            settings.dsn, prefix=self.prefix, pool_size=8, prepared_statements=prepared_statements
+        )
         self.queue.migrate()
         self.conn = psycopg.connect(settings.dsn, autocommit=True)
         set_fillfactor(self.conn, self.prefix, settings.fillfactor)

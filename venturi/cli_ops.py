@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -198,33 +199,81 @@ def _check_schema(queue: Queue) -> str:
     return f"prefix {queue.prefix!r} is at schema version {migrations.latest_version()}"
 
 
+class Polling(Exception):
+    """A check found workers would poll instead of waking by NOTIFY: a warning."""
+
+
+_POLLING_HINT = (
+    "workers poll every --poll-interval instead of waking at once; set --listen-dsn "
+    "(VENTURI_LISTEN_DSN) to the server itself"
+)
+
+
 def _check_notify(queue: Queue, timeout: float) -> str:
     notifier = queue.store.notifier()
     try:
         notifier.connect()
+        if notifier.polling:
+            raise Polling(
+                f"the LISTEN connection leads to a transaction-pooling proxy; {_POLLING_HINT}"
+            )
         started = time.monotonic()
         queue.store.notify(f"healthcheck:{uuid.uuid4().hex}")
         deadline = started + timeout
         while (left := deadline - time.monotonic()) > 0:
             if notifier.wait(left):
                 return f"LISTEN/NOTIFY round trip in {(time.monotonic() - started) * 1000:.0f} ms"
-        raise VenturiError(
-            f"no NOTIFY came back within {timeout:g}s (a transaction-pooling proxy "
-            "drops them; workers would fall back to polling)"
+        notifier.stop_listening()
+        raise Polling(
+            f"no NOTIFY came back within {timeout:g}s (a transaction-pooling proxy?); "
+            + _POLLING_HINT
         )
     finally:
         notifier.close()
 
 
+def _check_worker(url: str, timeout: float) -> str:
+    """A worker's metrics endpoint answers and says it has not stopped itself."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            text = response.read().decode("utf-8", errors="replace")
+    except (OSError, ValueError) as exc:
+        raise VenturiError(f"no answer from {url}: {first_line(exc)}") from None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "venturi_worker_failed":
+            if float(value) != 0:
+                raise VenturiError(
+                    f"{url}: the worker stopped itself (a fatal database error or a thread "
+                    "that kept failing; see its log)"
+                )
+            return f"{url}: running"
+    raise VenturiError(f"{url} has no venturi_worker_failed metric (a worker's --metrics-port?)")
+
+
 @click.command()
 @click.option("--timeout", type=DURATION, default="5s", show_default=True, help="Per check.")
+@click.option(
+    "--worker-metrics",
+    "worker_urls",
+    metavar="URL",
+    multiple=True,
+    help="Also check a worker's metrics endpoint (e.g. http://127.0.0.1:9100/metrics of "
+    "'venturi worker --metrics-port 9100'): FAIL if it does not answer or the worker "
+    "stopped itself. Repeatable.",
+)
 @pass_state
 @click.pass_context
-def healthcheck(ctx: click.Context, state: CliState, timeout: float) -> None:
-    """Check database, schema and NOTIFY; exit 0 or 1.
+def healthcheck(
+    ctx: click.Context, state: CliState, timeout: float, worker_urls: tuple[str, ...]
+) -> None:
+    """Check database, schema and NOTIFY (and workers); exit 0 or 1.
 
     The database answers, the prefix's schema is current, and a NOTIFY comes back on
-    a LISTEN connection. For container health probes.
+    a LISTEN connection. For container health probes. When no NOTIFY comes back (a
+    transaction-pooling proxy) workers poll: a WARN line, still exit 0. With
+    --worker-metrics, each worker's endpoint must answer and report it has not stopped
+    itself.
     """
     try:
         queue = state.queue()
@@ -236,9 +285,16 @@ def healthcheck(ctx: click.Context, state: CliState, timeout: float) -> None:
         ("schema current", lambda: _check_schema(queue)),
         ("listen/notify", lambda: _check_notify(queue, timeout)),
     ]
+    checks += [
+        ("worker", lambda url=url: _check_worker(url, timeout))  # type: ignore[misc]
+        for url in worker_urls
+    ]
     for label, check in checks:
         try:
             detail = check()
+        except Polling as exc:
+            click.echo(f"WARN {label}: polling: {exc}")
+            continue
         except (VenturiError, psycopg.Error) as exc:
             click.echo(f"FAIL {label}: {first_line(exc)}")
             ctx.exit(1)

@@ -131,6 +131,7 @@ class CliState:
     factory: QueueFactory | None
     dsn: str | None = None
     prefix: str = DEFAULT_PREFIX
+    listen_dsn: str | None = None
     _queue: Queue | None = None
 
     @property
@@ -149,7 +150,9 @@ class CliState:
             else:
                 dsn = self.resolved_dsn()
                 check_reachable(dsn)
-                self._queue = Queue(dsn, prefix=self.prefix, pool_size=_CLI_POOL_SIZE)
+                self._queue = Queue(
+                    dsn, prefix=self.prefix, pool_size=_CLI_POOL_SIZE, listen_dsn=self.listen_dsn
+                )
         return self._queue
 
     def close(self) -> None:

@@ -11,14 +11,14 @@ from typing import Final
 
 from venturi import retrying
 from venturi.errors import StoreError, StoreUnavailable
-from venturi.models import Settlement
+from venturi.models import Outcome, Settlement
 from venturi.running import HeldJob
 from venturi.settling import SETTLE_RETRY_SECONDS
 from venturi.store import Store
 
 logger = logging.getLogger("venturi.worker")
 
-Settled = Callable[[HeldJob, Settlement, bool], None]
+Settled = Callable[[HeldJob, Settlement, Outcome | None], None]
 Dropped = Callable[[HeldJob, BaseException], None]
 Spawn = Callable[[str, Callable[[], object]], threading.Thread]
 _BUSY_BACKOFF: Final = retrying.Backoff(base=0.02, cap=1.0)
@@ -122,7 +122,8 @@ class Completer:
         busy = [(h, s) for h, s in batch if h.job.id in outcome.busy]
         for held, settlement in batch:
             if held.job.id not in outcome.busy:
-                self.on_settled(held, settlement, held.job.id in outcome.applied)
+                applied = held.job.id in outcome.applied
+                self.on_settled(held, settlement, Outcome.COMPLETED if applied else None)
         self._retry_busy(busy)
 
     def _retry_busy(self, busy: list[tuple[HeldJob, Settlement]]) -> None:

@@ -158,13 +158,13 @@ class Tally(WorkerEvents):
                 self.done.set()
 
     def job_settled(
-        self, job: JobRecord, settlement: Settlement, applied: bool, duration: float
+        self, job: JobRecord, settlement: Settlement, outcome: Outcome | None, duration: float
     ) -> None:
-        if applied:
-            self._record(job.kind, settlement.outcome_for(job), run=True)
+        if outcome is not None:
+            self._record(job.kind, outcome, run=True)
 
-    def job_recovered(self, job: JobRecord, dead: bool) -> None:
-        self._record(job.kind, Outcome.DEAD if dead else Outcome.RECOVERED, run=False)
+    def job_recovered(self, job: JobRecord, outcome: Outcome) -> None:
+        self._record(job.kind, outcome, run=False)
 
 
 class DemoTimeout(VenturiError):

@@ -165,20 +165,31 @@ class Dispatcher:
         try:
             if not self.notifier.connected:
                 self.notifier.connect()
-            self.store.notify(f"probe:{self.name}")
+            if not self.notifier.polling:
+                self.store.notify(f"probe:{self.name}")
         except Exception as exc:
             logger.warning("listener not ready (%s); it will reconnect and probe then", exc)
             return
         self._probed = True
+        if self.notifier.polling:
+            logger.warning(
+                "the listener's connection leads to a transaction-pooling proxy, where "
+                "LISTEN does not work; not listening, falling back to polling every %ss "
+                "(set listen_dsn to reach the server directly)",
+                self.poll_interval,
+            )
+            return
         deadline = time.monotonic() + PROBE_TIMEOUT
         while time.monotonic() < deadline and not self._stopping.is_set():
             if self.notifier.wait(deadline - time.monotonic()):
                 self.listening = True
                 return
         if not self._stopping.is_set():
+            self.notifier.stop_listening()
             logger.warning(
                 "no NOTIFY arrived within %ss of a self-probe (a transaction-pooling proxy?); "
-                "falling back to polling every %ss",
+                "stopped listening, falling back to polling every %ss (set listen_dsn to "
+                "reach the server directly)",
                 PROBE_TIMEOUT,
                 self.poll_interval,
             )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from venturi.models import JobRecord, Settlement
+from venturi.models import JobRecord, Outcome, Settlement
 
 
 class WorkerEvents:
@@ -15,12 +15,14 @@ class WorkerEvents:
         """A handler is about to run ``job``; ``waited`` is seconds since it became visible."""
 
     def job_settled(
-        self, job: JobRecord, settlement: Settlement, applied: bool, duration: float
+        self, job: JobRecord, settlement: Settlement, outcome: Outcome | None, duration: float
     ) -> None:
-        """A run ended; ``applied`` is False when its settlement was fenced out."""
+        """A run ended: ``outcome`` is what the journal recorded (a retry of the last
+        allowed attempt is ``dead``), or None when the settlement was fenced out."""
 
-    def job_recovered(self, job: JobRecord, dead: bool) -> None:
-        """The reaper took back ``job``'s stale claim (dead when out of attempts)."""
+    def job_recovered(self, job: JobRecord, outcome: Outcome) -> None:
+        """The reaper took back ``job``'s stale claim: ``recovered``, or ``dead`` when
+        out of attempts (the journal's outcome)."""
 
     def lease_lost(self, job: JobRecord) -> None:
         """A running job's lease was lost (taken over, cancelled or lapsed)."""

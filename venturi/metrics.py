@@ -28,7 +28,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from venturi.errors import ConfigurationError
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord, Settlement, StatsSnapshot
+from venturi.models import JobRecord, Outcome, Settlement, StatsSnapshot
 
 logger = logging.getLogger("venturi.metrics")
 
@@ -44,11 +44,6 @@ class StatsSource(Protocol):
     """Anything with `Queue.stats`."""
 
     def stats(self) -> StatsSnapshot: ...
-
-
-def settled_outcome(job: JobRecord, settlement: Settlement) -> str:
-    """The journal outcome an applied settlement records (a last retry is ``dead``)."""
-    return settlement.outcome_for(job).value
 
 
 class MetricsEvents(WorkerEvents):
@@ -116,17 +111,17 @@ class MetricsEvents(WorkerEvents):
         self.wait_seconds.labels(job.kind).observe(waited)
 
     def job_settled(
-        self, job: JobRecord, settlement: Settlement, applied: bool, duration: float
+        self, job: JobRecord, settlement: Settlement, outcome: Outcome | None, duration: float
     ) -> None:
-        outcome = settled_outcome(job, settlement)
-        if applied:
-            self.settled.labels(job.kind, outcome).inc()
+        if outcome is not None:
+            self.settled.labels(job.kind, outcome.value).inc()
         else:
-            self.fenced.labels(job.kind, outcome).inc()
+            self.fenced.labels(job.kind, settlement.requested.value).inc()
         self.run_seconds.labels(job.kind).observe(duration)
 
-    def job_recovered(self, job: JobRecord, dead: bool) -> None:
-        self.recovered.labels(job.kind, "dead" if dead else "retried").inc()
+    def job_recovered(self, job: JobRecord, outcome: Outcome) -> None:
+        # The label keeps its documented values: a recovered job is retried.
+        self.recovered.labels(job.kind, "dead" if outcome is Outcome.DEAD else "retried").inc()
 
     def lease_lost(self, job: JobRecord) -> None:
         self.leases_lost.labels(job.kind).inc()
@@ -267,12 +262,12 @@ class FanOutEvents(WorkerEvents):
         self._each("job_started", job, waited)
 
     def job_settled(
-        self, job: JobRecord, settlement: Settlement, applied: bool, duration: float
+        self, job: JobRecord, settlement: Settlement, outcome: Outcome | None, duration: float
     ) -> None:
-        self._each("job_settled", job, settlement, applied, duration)
+        self._each("job_settled", job, settlement, outcome, duration)
 
-    def job_recovered(self, job: JobRecord, dead: bool) -> None:
-        self._each("job_recovered", job, dead)
+    def job_recovered(self, job: JobRecord, outcome: Outcome) -> None:
+        self._each("job_recovered", job, outcome)
 
     def lease_lost(self, job: JobRecord) -> None:
         self._each("lease_lost", job)

@@ -163,12 +163,6 @@ class NewJob:
             raise InvalidJob("on_duplicate needs a dedup_key")
 
 
-JOB_COLUMNS: Final = (
-    "id, kind, payload, priority, status, created_at, visible_at, run_count, failure_count, "
-    "max_attempts, carry, dedup_key, claimed_by, claim_expires_at, finished_at"
-)
-
-
 @attrs.frozen
 class JobRecord:
     """One row of the jobs table, as it was when read."""
@@ -191,7 +185,7 @@ class JobRecord:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> JobRecord:
-        """Build from a row selected in `JOB_COLUMNS` order."""
+        """Build from a row selected as ``{job_columns}`` (sql/fragments/job_columns.sql)."""
         return cls(
             ULID.from_uuid(row[0]),
             row[1],
@@ -205,9 +199,6 @@ class JobRecord:
     def cursor(self) -> HistoryCursor:
         """The keyset position of this record in `history` order."""
         return HistoryCursor(self.id)
-
-
-JOURNAL_COLUMNS: Final = "id, job_id, kind, run_no, recorded_at, outcome, note, attachment"
 
 
 @attrs.frozen
@@ -282,11 +273,10 @@ class Settlement:
         """The attachment as JSON text, or None; raises `InvalidPayload` if unstorable."""
         return None if self.attachment is None else encode_json(self.attachment, "attachment")
 
-    def outcome_for(self, job: JobRecord) -> Outcome:
-        """The journal outcome this settlement records for ``job`` when it applies: a
-        retry on the last attempt records ``dead``, as the settle statement decides."""
-        if self.action is SettleAction.RETRY and job.failure_count + 1 >= job.max_attempts:
-            return Outcome.DEAD
+    @property
+    def requested(self) -> Outcome:
+        """The journal outcome this settlement asks for. What applied is the store's
+        answer (`Store.settle`): a retry of the last allowed attempt records ``dead``."""
         return _OUTCOMES[self.action]
 
     @classmethod

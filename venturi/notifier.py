@@ -44,6 +44,11 @@ class PostgresNotifier:
     returns True after reconnecting, since a notification may have been missed.
     `wake` interrupts a `wait` in another thread at once. Not shared between threads
     except for `wake` and `close`.
+
+    Behind a transaction-pooling proxy (PgBouncer's ``pool_mode = transaction``) a LISTEN
+    would stay on a server connection that other clients borrow, and they would get its
+    notifications. `connect` recognises such a proxy and does not LISTEN; the notifier is
+    then `polling`, as after `stop_listening`: `wait` only sleeps (or is woken).
     """
 
     def __init__(self, conninfo: str, kwargs: dict[str, Any], prefix: Prefix) -> None:
@@ -60,6 +65,7 @@ class PostgresNotifier:
         # sockets, so nothing may write to, read from or close them again.
         self._lock = threading.Lock()
         self._waiting = False
+        self._polling = False
         self._failures = 0
         self._last_activity = 0.0
         self.reconnects = 0
@@ -68,12 +74,47 @@ class PostgresNotifier:
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.closed
 
+    @property
+    def polling(self) -> bool:
+        """True once the notifier stopped listening for good (see `stop_listening`)."""
+        return self._polling
+
     def connect(self) -> None:
-        """Open the connection and LISTEN; raises `psycopg.OperationalError` on failure."""
+        """Open the connection and LISTEN; raises `psycopg.OperationalError` on failure.
+
+        If the connection leads to a transaction-pooling proxy, close it instead and
+        stop listening (`polling` becomes True).
+        """
+        if self._polling:
+            return
         conn = psycopg.Connection.connect(self._conninfo, **self._kwargs)
-        conn.execute(sqlfiles.query("listen", self._prefix))
+        try:
+            shared = _lends_its_server(conn, self._conninfo, self._kwargs, self._prefix)
+            if not shared:
+                conn.execute(sqlfiles.query("listen", self._prefix))
+        except BaseException:
+            conn.close()
+            raise
+        if shared:
+            conn.close()
+            self._polling = True
+            return
         self._conn = conn
         self._last_activity = time.monotonic()
+
+    def stop_listening(self) -> None:
+        """UNLISTEN and close the connection; from now on `wait` only sleeps (or is
+        woken) and never reconnects. For a worker whose NOTIFYs do not come back: its
+        LISTEN must not linger where a pooling proxy lends the connection to others."""
+        with self._lock:
+            self._polling = True
+            conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        # Best effort: a connection that fails here has lost its LISTEN with its session.
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(sqlfiles.query("unlisten", self._prefix))
+        conn.close()
 
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` s; True if a notification arrived or we reconnected."""
@@ -90,6 +131,11 @@ class PostgresNotifier:
                     self._release()  # `close` came while we waited and left this to us
 
     def _wait(self, timeout: float) -> bool:
+        if self._polling:
+            ready, _, _ = select.select([self._wake_r], [], [], max(0.0, timeout))
+            if ready:
+                self._drain_wake()
+            return False
         if not self.connected:
             return self._reconnect(timeout)
         try:
@@ -145,7 +191,12 @@ class PostgresNotifier:
             if self._failures == 1 or self._failures % 10 == 0:
                 logger.warning("listener cannot connect (%s); retrying", first_line(exc))
             return False
-        if self._failures or self.reconnects:
+        if self._polling:
+            logger.warning(
+                "the listener's connection now leads to a transaction-pooling proxy; "
+                "not listening, the worker polls (set listen_dsn to reach the server directly)"
+            )
+        elif self._failures or self.reconnects:
             logger.info("listener reconnected")
         self._failures = 0
         self.reconnects += 1
@@ -190,6 +241,35 @@ class PostgresNotifier:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _lends_its_server(
+    conn: psycopg.Connection[Any], conninfo: str, kwargs: dict[str, Any], prefix: Prefix
+) -> bool:
+    """Whether ``conn`` runs its statements on server connections a proxy also lends
+    to other clients (transaction pooling), where a LISTEN must not be left.
+
+    A pooling proxy such as PgBouncer announces a process id of its own instead of the
+    server's; a direct connection, or a proxy that only forwards bytes, announces the
+    server's. In session mode the proxy keeps one server connection for us
+    alone, so a second client never gets it and we never get another; in transaction
+    mode (PgBouncer reuses the server connection released last) the second client gets
+    ours. A check that finds neither is inconclusive, and the dispatcher's self-probe
+    catches what it misses.
+    """
+    backend_pid = sqlfiles.query("backend_pid", prefix)
+
+    def pid_of(connection: psycopg.Connection[Any]) -> int:
+        row = connection.execute(backend_pid).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    ours = pid_of(conn)
+    if ours == conn.info.backend_pid:
+        return False
+    with psycopg.Connection.connect(conninfo, **kwargs) as other:
+        theirs = pid_of(other)
+    return theirs == ours or pid_of(conn) != ours
 
 
 def _ping(conn: psycopg.Connection[Any], timeout: float) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import logging
 import re
 import time
@@ -33,12 +34,14 @@ from venturi.models import (
     JournalRecord,
     KindStats,
     NewJob,
+    Outcome,
     SettleAction,
     Settlement,
     StatsSnapshot,
     to_uuid,
 )
 from venturi.notifier import PostgresNotifier
+from venturi.owned_pools import open_owned
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 
@@ -58,8 +61,13 @@ RECONNECT_TIMEOUT: Final = 10.0
 ENQUEUE_RETRY_SECONDS: Final = 10.0
 _REPEND_ATTEMPTS: Final = 5
 _BUSY_BACKOFF: Final = retrying.Backoff(base=0.01, cap=0.5)
+# Server-side prepared statements (psycopg prepares a query on its fifth run) are off by
+# default: a transaction-pooling proxy such as PgBouncer hands each transaction another
+# server connection, where the statement is missing or means another query. Measured with
+# `venturi bench --compare-prepared` (README, "Behind PgBouncer").
+DEFAULT_PREPARED_STATEMENTS: Final = False
 _SETTLE_FILES: Final = {
-    SettleAction.RETRY: "settle_retry",
+    SettleAction.RETRY: "fail_run",
     SettleAction.PAUSE: "settle_pause",
     SettleAction.DEAD: "settle_dead",
     SettleAction.RELEASE: "settle_release",
@@ -94,9 +102,13 @@ class PostgresStore:
         owns_pool: bool,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         migration_lock_timeout: float = migrations.DEFAULT_LOCK_TIMEOUT,
+        listen_dsn: str | None = None,
     ) -> None:
         if max_payload_bytes < 1:
             raise ConfigurationError(f"max_payload_bytes must be positive, got {max_payload_bytes}")
+        if listen_dsn is not None:
+            _parse_dsn(listen_dsn, "listen_dsn")
+        self.listen_dsn = listen_dsn
         self.pool = pool
         self.prefix = prefix
         self.owns_pool = owns_pool
@@ -112,24 +124,27 @@ class PostgresStore:
         *,
         pool_size: int | None = None,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
         **options: Any,
     ) -> PostgresStore:
-        """Open a pool of ``pool_size`` autocommit connections (libpq defaults for "")."""
+        """Open a pool of ``pool_size`` autocommit connections (libpq defaults for "").
+
+        ``prepared_statements`` lets psycopg prepare statements it runs often on the
+        server; leave it off behind a transaction-pooling proxy (PgBouncer).
+        """
         size = DEFAULT_POOL_SIZE if pool_size is None else pool_size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigurationError(f"pool_size must be a positive int, got {pool_size!r}")
-        try:
-            params = conninfo_to_dict(dsn)
-        except psycopg.ProgrammingError as exc:
+        if not isinstance(prepared_statements, bool):
             raise ConfigurationError(
-                f"dsn is not a valid connection string: {_without_dsn_text(str(exc), dsn)}"
-            ) from None
-        kwargs: dict[str, Any] = {}
-        if "connect_timeout" not in params:
-            kwargs["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
+                f"prepared_statements must be True or False, got {prepared_statements!r}"
+            )
+        kwargs = _connect_defaults(_parse_dsn(dsn, "dsn"))
+        if not prepared_statements:
+            kwargs["prepare_threshold"] = None
         pool = _new_pool(dsn, kwargs, size, pool_timeout, f"venturi-{prefix.name}")
         store = cls(pool, prefix, owns_pool=True, **options)  # may refuse an option
-        pool.open(wait=False)  # only now, so a refused option leaves no pool running
+        open_owned(pool)  # only now, so a refused option leaves no pool running
         return store
 
     @classmethod
@@ -279,50 +294,50 @@ class PostgresStore:
         jobs.sort(key=lambda j: (-j.priority, j.visible_at, j.id))
         return jobs
 
-    def settle(self, claim: Claim, settlement: Settlement) -> bool:
+    def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
         if settlement.action is SettleAction.COMPLETE:
-            return claim.job_id in self._complete_one(claim, settlement)
+            done = _while_busy(lambda: self._complete_one(claim, settlement))
+            return Outcome.COMPLETED if done else None
         carry = settlement.carry_json
         params = {
             "id": claim.job_id.to_uuid(),
             "owner": claim.claimed_by,
             "run": claim.run_count,
+            "lapsed": False,
             "delay": settlement.delay,
             "at": settlement.at,
             "set_carry": carry is not None,
             "carry": carry,
             "note": settlement.note,
         }
-        return self._repend(_SETTLE_FILES[settlement.action], params)
+        name = _SETTLE_FILES[settlement.action]
+        return _while_busy(lambda: self._repend(name, params))
 
-    def _repend(self, name: str, params: dict[str, Any]) -> bool:
-        """Run a statement that may put a job back to pending; True if it applied.
+    def _repend(self, name: str, params: dict[str, Any]) -> Outcome | _Busy | None:
+        """Run a statement that may put a job back to pending: the journal outcome when
+        it applied, None when fenced out, `BUSY` when another session held the row locked.
 
         Re-pending gives up the job's dedup key when a newer pending job holds it, but a
         racing enqueue can take the key between that check and the write. The statement
         then fails having changed nothing, so it runs again (a few times at most)."""
-        for _ in range(_REPEND_ATTEMPTS - 1):
-            try:
-                return bool(self._fetch(name, params))
-            except errors.UniqueViolation:
-                continue
-        try:
-            return bool(self._fetch(name, params))
-        except errors.UniqueViolation as exc:
-            raise StoreUnavailable(
-                f"{name}: enqueues kept taking the job's dedup key ({_REPEND_ATTEMPTS} tries)"
-            ) from exc
-
-    def _complete_one(self, claim: Claim, settlement: Settlement) -> frozenset[ULID]:
-        """Complete one run, waiting while another session holds its row locked (as a
-        one-row UPDATE would). Returns the applied ids."""
-        failures = 0
+        attempts = 0
         while True:
-            outcome = self.complete_many([(claim, settlement)])
-            if not outcome.busy:
-                return outcome.applied
-            failures += 1
-            time.sleep(_BUSY_BACKOFF.delay(failures))
+            attempts += 1
+            try:
+                rows = self._fetch(name, params)
+                break
+            except errors.UniqueViolation as exc:
+                if attempts == _REPEND_ATTEMPTS:
+                    raise StoreUnavailable(
+                        f"{name}: enqueues kept taking the job's dedup key ({attempts} tries)"
+                    ) from exc
+        if not rows:
+            return None
+        return BUSY if rows[0][0] is None else Outcome(rows[0][0])
+
+    def _complete_one(self, claim: Claim, settlement: Settlement) -> bool | _Busy:
+        outcome = self.complete_many([(claim, settlement)])
+        return BUSY if outcome.busy else claim.job_id in outcome.applied
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         if not items:
@@ -356,9 +371,20 @@ class PostgresStore:
     def find_stale(self, limit: int = 100) -> list[JobRecord]:
         return [JobRecord.from_row(r) for r in self._fetch("find_stale", {"limit": limit})]
 
-    def recover(self, job: JobRecord, delay: float = 0.0) -> bool:
-        params = {"id": job.id.to_uuid(), "run": job.run_count, "delay": float(delay)}
-        return self._repend("recover", params)
+    def recover(self, job: JobRecord, delay: float = 0.0) -> Outcome | None:
+        params = {
+            "id": job.id.to_uuid(),
+            "owner": job.claimed_by,
+            "run": job.run_count,
+            "lapsed": True,
+            "delay": float(delay),
+            "set_carry": False,
+            "carry": None,
+            "note": f"lease held by {job.claimed_by or '?'} expired",
+        }
+        outcome = self._repend("fail_run", params)
+        # A row locked meanwhile is left for the next scan: one lock never stalls the reaper.
+        return None if outcome is BUSY else outcome
 
     def next_visible_at(
         self, kinds: Sequence[str], priority_floor: int | None = None
@@ -391,9 +417,13 @@ class PostgresStore:
         conninfo, kwargs = self.connection_params()
         name = f"venturi-{self.prefix.name}-side"
         pool = _new_pool(conninfo, kwargs, pool_size, self.pool.timeout, name)
-        pool.open(wait=False)
+        open_owned(pool)
         return PostgresStore(
-            pool, self.prefix, owns_pool=True, max_payload_bytes=self.max_payload_bytes
+            pool,
+            self.prefix,
+            owns_pool=True,
+            max_payload_bytes=self.max_payload_bytes,
+            listen_dsn=self.listen_dsn,
         )
 
     def now(self) -> datetime:
@@ -401,9 +431,16 @@ class PostgresStore:
         return value
 
     def notifier(self) -> PostgresNotifier:
-        """A new listener built from the pool's own connection parameters (TLS included)."""
+        """A new listener built from the pool's own connection parameters (TLS included),
+        or from ``listen_dsn`` when set (straight to the server past a transaction-pooling
+        proxy), with the pool's connect keywords under the ones that DSN sets itself."""
         conninfo, kwargs = self.connection_params()
-        return PostgresNotifier(conninfo, kwargs, self.prefix)
+        if self.listen_dsn is None:
+            return PostgresNotifier(conninfo, kwargs, self.prefix)
+        own = _parse_dsn(self.listen_dsn, "listen_dsn")
+        kwargs = {**_connect_defaults(own), **kwargs}
+        kwargs = {k: v for k, v in kwargs.items() if k not in own}
+        return PostgresNotifier(self.listen_dsn, kwargs, self.prefix)
 
     def connection_params(self) -> tuple[str, dict[str, Any]]:
         """The pool's conninfo and connect keywords (less autocommit), resolving a pool
@@ -507,6 +544,27 @@ class PostgresStore:
             self.pool.close()
 
 
+class _Busy(enum.Enum):
+    """Another session held the row locked: nothing changed, try again."""
+
+    BUSY = "busy"
+
+
+BUSY: Final = _Busy.BUSY
+
+
+def _while_busy(step: Callable[[], T | _Busy]) -> T:
+    """Run ``step`` until the row it settles is free, as a one-row UPDATE would wait for
+    it (the statements themselves skip locked rows, so they never deadlock)."""
+    failures = 0
+    while True:
+        result = step()
+        if not isinstance(result, _Busy):
+            return result
+        failures += 1
+        time.sleep(_BUSY_BACKOFF.delay(failures))
+
+
 @contextmanager
 def _mapped_errors() -> Iterator[None]:
     """Raise psycopg errors of a caller's connection as venturi's, never retried: the
@@ -531,6 +589,21 @@ def _new_pool(
         name=name,
         open=False,
     )
+
+
+def _parse_dsn(dsn: str, name: str) -> dict[str, Any]:
+    """The DSN's libpq parameters; `ConfigurationError` (naming ``name``) if unparseable."""
+    try:
+        return conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigurationError(
+            f"{name} is not a valid connection string: {_without_dsn_text(str(exc), dsn)}"
+        ) from None
+
+
+def _connect_defaults(params: dict[str, Any]) -> dict[str, Any]:
+    """Connect keywords venturi adds to a DSN: a connect timeout unless it sets one."""
+    return {} if "connect_timeout" in params else {"connect_timeout": DEFAULT_CONNECT_TIMEOUT}
 
 
 def _check_batch(batch: object, operation: str) -> None:

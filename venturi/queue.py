@@ -33,7 +33,7 @@ from venturi.models import (
     StatsSnapshot,
 )
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
-from venturi.pgstore import PostgresStore
+from venturi.pgstore import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.prefix import Prefix
 from venturi.registry import JobDefinition, JobFunction, JobOptions
 from venturi.worker import Worker, default_name
@@ -51,6 +51,11 @@ class Queue:
     Thread-safe; share one per process. Create it after `os.fork()` (a queue used in a
     child of the process that made it raises `ForkedError`). Close it with `close` or
     use it as a context manager; a pool passed to `from_pool` is never closed by it.
+
+    ``listen_dsn`` (default: env ``VENTURI_LISTEN_DSN``) is where workers' LISTEN
+    connection goes instead of ``dsn``: the server itself when ``dsn`` leads to a
+    transaction-pooling proxy. ``prepared_statements`` (off by default) lets psycopg
+    prepare frequent statements on the server; never turn it on behind such a proxy.
     """
 
     def __init__(
@@ -62,6 +67,8 @@ class Queue:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         strict: bool = False,
         pool_timeout: float = 10.0,
+        listen_dsn: str | None = None,
+        prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
         store: PostgresStore | None = None,
     ) -> None:
         if store is None:
@@ -71,7 +78,9 @@ class Queue:
                 Prefix(prefix),
                 pool_size=pool_size,
                 pool_timeout=pool_timeout,
+                prepared_statements=prepared_statements,
                 max_payload_bytes=max_payload_bytes,
+                listen_dsn=_listen_dsn(listen_dsn),
             )
         self.store = store
         self.strict = strict
@@ -87,9 +96,20 @@ class Queue:
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         strict: bool = False,
+        listen_dsn: str | None = None,
     ) -> Queue:
-        """Share an application's pool; venturi never closes it."""
-        store = PostgresStore.from_pool(pool, Prefix(prefix), max_payload_bytes=max_payload_bytes)
+        """Share an application's pool; venturi never closes it.
+
+        Behind a transaction-pooling proxy, build the pool with
+        ``kwargs={"prepare_threshold": None}`` and pass ``listen_dsn`` (default: env
+        ``VENTURI_LISTEN_DSN``).
+        """
+        store = PostgresStore.from_pool(
+            pool,
+            Prefix(prefix),
+            max_payload_bytes=max_payload_bytes,
+            listen_dsn=_listen_dsn(listen_dsn),
+        )
         return cls(store=store, strict=strict)
 
     @property
@@ -371,3 +391,8 @@ class Queue:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _listen_dsn(value: str | None) -> str | None:
+    """``listen_dsn`` as given, else env ``VENTURI_LISTEN_DSN`` (unset or empty: None)."""
+    return value if value is not None else os.environ.get("VENTURI_LISTEN_DSN") or None

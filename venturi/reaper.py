@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from venturi.backoff import delay_for
 from venturi.events import WorkerEvents
 from venturi.execution import job_extra
-from venturi.models import JobStatus
 from venturi.registry import JobDefinition
 from venturi.store import Store
 
@@ -43,18 +42,18 @@ class Reaper:
             delay = (
                 0.0 if definition is None else delay_for(definition.backoff, job.failure_count + 1)
             )
-            if not self.store.recover(job, delay):
+            outcome = self.store.recover(job, delay)
+            if outcome is None:
                 continue
             recovered += 1
-            dead = job.failure_count + 1 >= job.max_attempts
-            self.events.job_recovered(job, dead)
+            self.events.job_recovered(job, outcome)
             logger.warning(
-                "recovered job %s (%s) run %d from %s: lease expired; now %s",
+                "recovered job %s (%s) run %d from %s: lease expired; %s",
                 job.id,
                 job.kind,
                 job.run_count,
                 job.claimed_by,
-                JobStatus.DEAD.value if dead else JobStatus.PENDING.value,
+                outcome.value,
                 extra=job_extra(job),
             )
         return recovered

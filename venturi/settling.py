@@ -12,7 +12,7 @@ from venturi import retrying
 from venturi.errors import StoreError, first_line
 from venturi.events import WorkerEvents
 from venturi.execution import job_extra
-from venturi.models import Settlement
+from venturi.models import Outcome, Settlement
 from venturi.running import HeldJob, HeldJobs
 from venturi.store import Store
 
@@ -53,7 +53,7 @@ class Settler:
         """Apply ``settlement``, retrying passing errors (until ``force`` is set or
         ``retry_seconds`` pass); never raises."""
         try:
-            applied = retrying.retry(
+            outcome = retrying.retry(
                 lambda: self.store.settle(held.claim, settlement),
                 what=f"settling job {held.job.id} ({settlement.action.value})",
                 logger=logger,
@@ -63,7 +63,7 @@ class Settler:
         except Exception as exc:
             self.let_go(held, exc)
             return
-        self.settled(held, settlement, applied)
+        self.settled(held, settlement, outcome)
 
     def let_go(self, held: HeldJob, exc: BaseException) -> None:
         """Stop holding a run whose settlement could not be written: its lease lapses
@@ -83,13 +83,14 @@ class Settler:
         finally:
             self.held.remove(held)
 
-    def settled(self, held: HeldJob, settlement: Settlement, applied: bool) -> None:
-        """A settlement committed (``applied``) or was fenced out: stop holding the run
-        (last, so whoever sees the run gone also sees its event and log line)."""
+    def settled(self, held: HeldJob, settlement: Settlement, outcome: Outcome | None) -> None:
+        """A settlement committed (``outcome``, the journal's) or was fenced out (None):
+        stop holding the run (last, so whoever sees the run gone also sees its event and
+        log line)."""
         started = held.started_at if held.started_at is not None else time.monotonic()
         try:
-            self.events.job_settled(held.job, settlement, applied, time.monotonic() - started)
-            if not applied:
+            self.events.job_settled(held.job, settlement, outcome, time.monotonic() - started)
+            if outcome is None:
                 logger.warning(
                     "fenced: job %s (%s) run %d tried to settle as %s after losing its claim; "
                     "nothing changed",

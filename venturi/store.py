@@ -19,6 +19,7 @@ from venturi.models import (
     JobRecord,
     JournalRecord,
     NewJob,
+    Outcome,
     Settlement,
     StatsSnapshot,
 )
@@ -35,7 +36,16 @@ class Notifier(Protocol):
     @property
     def connected(self) -> bool: ...
 
+    @property
+    def polling(self) -> bool:
+        """True once it stopped listening for good (a transaction-pooling proxy)."""
+        ...
+
     def connect(self) -> None: ...
+
+    def stop_listening(self) -> None:
+        """UNLISTEN and close; `wait` then only sleeps (or is woken)."""
+        ...
 
     def wake(self) -> None: ...
 
@@ -63,7 +73,10 @@ class Store(Protocol):
         priority_floor: int | None = None,
     ) -> list[JobRecord]: ...
 
-    def settle(self, claim: Claim, settlement: Settlement) -> bool: ...
+    def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
+        """Apply ``settlement`` if ``claim`` still holds its job: the journal outcome the
+        database recorded (a retry of the last allowed attempt is ``dead``), or None when
+        the run had lost its claim and nothing changed."""
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome: ...
 
@@ -71,7 +84,9 @@ class Store(Protocol):
 
     def find_stale(self, limit: int = 100) -> list[JobRecord]: ...
 
-    def recover(self, job: JobRecord, delay: float = 0.0) -> bool: ...
+    def recover(self, job: JobRecord, delay: float = 0.0) -> Outcome | None:
+        """Take back ``job``'s expired claim: ``recovered`` (pending after ``delay``) or
+        ``dead`` (out of attempts); None when fenced out or its row is locked meanwhile."""
 
     def next_visible_at(
         self, kinds: Sequence[str], priority_floor: int | None = None

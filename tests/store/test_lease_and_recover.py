@@ -68,7 +68,7 @@ def test_recover_counts_a_failure_repends_and_notifies(
     stale = _expired(store)
     listener.until_marker()
     before = store.now()
-    assert store.recover(stale, delay=30) is True
+    assert store.recover(stale, delay=30) is Outcome.RECOVERED
     job = store.get(stale.id)
     assert job is not None
     assert job.status is JobStatus.PENDING and job.failure_count == 1
@@ -88,7 +88,7 @@ def test_recover_goes_dead_at_max_attempts(store: PostgresStore, listener: Liste
     assert job.run_count == 2
     [stale] = wait_until(store.find_stale, timeout=10, what="the second lease to expire")
     listener.until_marker()
-    assert store.recover(stale) is True
+    assert store.recover(stale) is Outcome.DEAD
     dead = store.get(stale.id)
     assert dead is not None
     assert dead.status is JobStatus.DEAD and dead.failure_count == 2
@@ -105,7 +105,7 @@ def test_recover_is_fenced_by_the_epoch(store: PostgresStore, probe: Probe) -> N
     assert store.recover(stale)
     store.claim("w2", {"k": 600}, 1)
     rows = probe.rows("SELECT * FROM {jobs}")
-    assert store.recover(stale) is False  # the old run's record: epoch 1, now 2
+    assert store.recover(stale) is None  # the old run's record: epoch 1, now 2
     assert probe.rows("SELECT * FROM {jobs}") == rows
     assert [e.outcome for e in store.journal(stale.id)] == [Outcome.RECOVERED]
 
@@ -115,7 +115,7 @@ def test_recover_is_fenced_by_the_expiry(store: PostgresStore, probe: Probe) -> 
     # A heartbeat got there first: the lease is live again, so the reaper's view is stale.
     assert store.extend_lease([(Claim.of(stale), 600)]).applied == {stale.id}
     rows = probe.rows("SELECT * FROM {jobs}")
-    assert store.recover(stale) is False
+    assert store.recover(stale) is None
     assert probe.rows("SELECT * FROM {jobs}") == rows
     assert store.journal(stale.id) == []
 
@@ -123,7 +123,7 @@ def test_recover_is_fenced_by_the_expiry(store: PostgresStore, probe: Probe) -> 
 def test_recover_is_fenced_by_the_status(store: PostgresStore) -> None:
     stale = _expired(store)
     assert store.settle(Claim.of(stale), Settlement.complete())
-    assert store.recover(stale) is False
+    assert store.recover(stale) is None
     job = store.get(stale.id)
     assert job is not None and job.status is JobStatus.COMPLETED and job.failure_count == 0
     assert [e.outcome for e in store.journal(stale.id)] == [Outcome.COMPLETED]

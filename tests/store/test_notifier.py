@@ -151,3 +151,28 @@ def test_it_uses_the_pools_connection_parameters_but_not_a_pool_connection(
     finally:
         notifier.close()
         tagged.close()
+
+
+def test_stop_listening_unlistens_closes_and_leaves_wait_a_sleep(
+    store: PostgresStore, notifier: PostgresNotifier, database_dsn: str
+) -> None:
+    pid = notifier.backend_pid()
+    notifier.stop_listening()
+    assert notifier.polling and not notifier.connected and notifier.backend_pid() is None
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE pid = %s"
+        wait_until(
+            lambda: conn.execute(query, [pid]).fetchone() == (0,),
+            what="the listener's server process to end",
+        )
+    store.enqueue(NewJob("k"))
+    started = time.monotonic()
+    assert notifier.wait(0.2) is False, "a notification reached a notifier that stopped"
+    assert time.monotonic() - started >= 0.19
+    notifier.connect()  # never listens again
+    assert not notifier.connected
+    thread = threading.Thread(target=lambda: notifier.wait(60))
+    thread.start()
+    notifier.wake()
+    thread.join(5)
+    assert not thread.is_alive(), "wake did not end a polling wait"

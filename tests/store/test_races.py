@@ -122,7 +122,7 @@ def test_thirty_two_threads_settling_one_claim_exactly_one_applies(
 
 
 def _settle_one(store: PostgresStore, claim: Claim, i: int) -> bool:
-    return store.settle(claim, SETTLEMENTS[i % 5]())
+    return store.settle(claim, SETTLEMENTS[i % 5]()) is not None
 
 
 def _sum(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +185,7 @@ def test_cancel_racing_settlements_one_transition_wins(
         def act(i: int, claim: Claim = claim, job_id: ULID = job_id) -> bool:
             if i % 2:
                 return store.cancel(job_id)
-            return store.settle(claim, Settlement.complete())
+            return store.settle(claim, Settlement.complete()) is not None
 
         results = _together(8, act)
         assert results.count(True) == 1

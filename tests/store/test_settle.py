@@ -31,7 +31,9 @@ def _claimed(store: PostgresStore, max_attempts: int = 5, **job: Any) -> JobReco
 def test_complete(store: PostgresStore, listener: Listener) -> None:
     job = _claimed(store)
     listener.until_marker()
-    assert store.settle(Claim.of(job), Settlement.complete({"ok": [1, 2]}, note="done")) is True
+    assert store.settle(Claim.of(job), Settlement.complete({"ok": [1, 2]}, note="done")) is (
+        Outcome.COMPLETED
+    )
     after = store.get(job.id)
     assert after is not None
     assert after.status is JobStatus.COMPLETED
@@ -87,6 +89,16 @@ def test_retry_counts_a_failure_and_repends_after_the_delay(
     assert listener.until_marker() == ["k"]
 
 
+@pytest.mark.parametrize("action", list(ALL_SETTLEMENTS))
+def test_settle_returns_the_outcome_its_journal_row_records(
+    store: PostgresStore, action: str
+) -> None:
+    job = _claimed(store)
+    outcome = store.settle(Claim.of(job), ALL_SETTLEMENTS[action]())
+    [entry] = store.journal(job.id)
+    assert outcome is entry.outcome is ALL_SETTLEMENTS[action]().requested
+
+
 def test_retry_keeps_the_carry_unless_given(store: PostgresStore) -> None:
     job = _claimed(store)
     assert store.settle(Claim.of(job), Settlement.retry(0, carry={"a": 1}))
@@ -103,10 +115,11 @@ def test_retry_keeps_the_carry_unless_given(store: PostgresStore) -> None:
 
 def test_retry_at_max_attempts_is_dead(store: PostgresStore, listener: Listener) -> None:
     job = _claimed(store, max_attempts=2)
-    assert store.settle(Claim.of(job), Settlement.retry(0))
+    assert store.settle(Claim.of(job), Settlement.retry(0)) is Outcome.RETRIED
     [job] = store.claim("w", {"k": 30}, 1)
     listener.until_marker()
-    assert store.settle(Claim.of(job), Settlement.retry(0, note="again"))
+    # The database decides retried-or-dead, and its answer is what settle returns.
+    assert store.settle(Claim.of(job), Settlement.retry(0, note="again")) is Outcome.DEAD
     after = store.get(job.id)
     assert after is not None
     assert after.status is JobStatus.DEAD and after.failure_count == 2
@@ -193,7 +206,7 @@ def _fence(kind: str, store: PostgresStore, job: JobRecord) -> Claim:
 @pytest.mark.parametrize(
     "fence", ["other owner", "old epoch", "newer epoch", "already settled", "cancelled"]
 )
-def test_a_fenced_out_settlement_returns_false_and_writes_nothing(
+def test_a_fenced_out_settlement_returns_none_and_writes_nothing(
     store: PostgresStore, probe: Probe, listener: Listener, action: str, fence: str
 ) -> None:
     job = _claimed(store)
@@ -201,7 +214,7 @@ def test_a_fenced_out_settlement_returns_false_and_writes_nothing(
     listener.until_marker()
     row_before = probe.rows("SELECT * FROM {jobs}")
     journal_before = probe.rows("SELECT * FROM {journal}")
-    assert store.settle(claim, ALL_SETTLEMENTS[action]()) is False
+    assert store.settle(claim, ALL_SETTLEMENTS[action]()) is None
     assert probe.rows("SELECT * FROM {jobs}") == row_before
     assert probe.rows("SELECT * FROM {journal}") == journal_before
     assert listener.until_marker() == []
@@ -214,8 +227,8 @@ def test_a_settlement_from_a_recovered_run_is_fenced_out(store: PostgresStore) -
     assert store.recover(stale)
     [second] = store.claim("w", {"k": 30}, 1)
     assert second.id == first.id and second.run_count == 2 and second.claimed_by == "w"
-    assert store.settle(Claim.of(first), Settlement.complete()) is False
-    assert store.settle(Claim.of(second), Settlement.complete()) is True
+    assert store.settle(Claim.of(first), Settlement.complete()) is None
+    assert store.settle(Claim.of(second), Settlement.complete()) is Outcome.COMPLETED
     assert [e.outcome for e in store.journal(first.id)] == [Outcome.RECOVERED, Outcome.COMPLETED]
 
 

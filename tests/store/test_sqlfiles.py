@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from importlib import resources
 
+import attrs
 import pytest
 from psycopg import sql
 
 from venturi import sqlfiles
+from venturi.models import JobRecord
 from venturi.prefix import MAX_PREFIX_LENGTH, Prefix
 
 PREFIX = Prefix("p" * MAX_PREFIX_LENGTH)
@@ -76,3 +78,59 @@ def test_an_unknown_placeholder_fails_to_compose() -> None:
 def test_files_are_loaded_once() -> None:
     assert sqlfiles.text("claim") is sqlfiles.text("claim")
     assert sqlfiles.query("claim", PREFIX) is sqlfiles.query("claim", PREFIX)
+
+
+FRAGMENTS = sorted(sqlfiles.fragments())
+
+
+def test_the_fragments_are_found_and_stripped_of_their_headers() -> None:
+    assert {"job_columns", "held_by_run", "locked_runs", "busy_runs", "new_job"} <= set(FRAGMENTS)
+    for name, piece in sqlfiles.fragments().items():
+        assert piece and not piece.startswith("--"), f"fragments/{name}.sql is empty"
+
+
+def test_fragment_names_do_not_shadow_the_prefix_names() -> None:
+    assert not set(FRAGMENTS) & set(PREFIX.placeholders())
+
+
+@pytest.mark.parametrize("name", FRAGMENTS)
+def test_every_fragment_is_used_by_an_operation(name: str) -> None:
+    users = [op for op in OPERATIONS if f"{{{name}}}" in sqlfiles.source(op)]
+    pieces = sqlfiles.fragments()  # bodies only: a header's mention is no use
+    users += [f for f in FRAGMENTS if f != name and f"{{{name}}}" in pieces[f]]
+    assert users, f"fragments/{name}.sql is used nowhere"
+
+
+def test_fragments_are_pasted_in_with_the_indent_of_their_line() -> None:
+    text = sqlfiles.text("get")
+    assert "{job_columns}" in sqlfiles.source("get") and "{job_columns}" not in text
+    assert "max_attempts, carry, dedup_key, claimed_by, claim_expires_at, finished_at" in text
+    nested = sqlfiles.text("extend_lease")  # {locked_runs} names {held_by_run}
+    assert "{held_by_run}" not in nested and "j.run_count = b.run" in nested
+
+
+def test_the_job_columns_match_the_record() -> None:
+    columns = [c.strip() for c in sqlfiles.fragments()["job_columns"].split(",")]
+    assert columns == list(attrs.fields_dict(JobRecord))
+
+
+def test_a_migration_never_names_a_fragment() -> None:
+    # An applied migration must not change when a fragment does, so the loader leaves
+    # migrations alone and a fragment's name there fails to compose.
+    for name in MIGRATIONS:
+        assert not any(f"{{{f}}}" in sqlfiles.source(name) for f in FRAGMENTS), name
+
+
+def test_a_misspelt_fragment_fails_to_compose(monkeypatch: pytest.MonkeyPatch) -> None:
+    sqlfiles.text.cache_clear()
+    monkeypatch.setattr(sqlfiles, "_read", lambda name: "SELECT {job_colums} FROM {jobs}")
+    try:
+        with pytest.raises(KeyError, match="job_colums"):
+            sql.SQL(sqlfiles.text("get")).format(**PREFIX.placeholders())
+    finally:
+        sqlfiles.text.cache_clear()
+
+
+def test_a_cycle_of_fragments_is_refused() -> None:
+    with pytest.raises(ValueError, match="nest deeper"):
+        sqlfiles._expand("{a}", {"a": "x {b}", "b": "{a}"})

@@ -3,15 +3,15 @@ the package index), migrates, enqueues and claims one job: `venturi.sql` ships i
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.support import run_checked
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,21 +40,6 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _run(*args: str | Path, cwd: Path, timeout: float = 600) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    done = subprocess.run(
-        [str(a) for a in args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_wheel_runs_a_job_from_a_clean_venv(
@@ -69,7 +54,7 @@ def test_the_wheel_runs_a_job_from_a_clean_venv(
         shutil.copytree(
             ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
         )
-    _run(
+    run_checked(
         sys.executable,
         "-m",
         "build",
@@ -90,9 +75,9 @@ def test_the_wheel_runs_a_job_from_a_clean_venv(
         assert expected in names, f"{expected} missing from {wheel.name}"
 
     venv = tmp_path / "venv"
-    _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
+    run_checked(sys.executable, "-m", "venv", venv, cwd=tmp_path)
     python = venv / "bin" / "python"
-    _run(
+    run_checked(
         python,
         "-m",
         "pip",
@@ -102,6 +87,6 @@ def test_the_wheel_runs_a_job_from_a_clean_venv(
         wheel,
         cwd=tmp_path,
     )
-    output = _run(python, "-c", SCRIPT, database_dsn, prefix, cwd=tmp_path, timeout=120)
+    output = run_checked(python, "-c", SCRIPT, database_dsn, prefix, cwd=tmp_path, timeout=120)
     print(output.strip())
     assert "ran" in output and str(venv) in output

@@ -122,6 +122,8 @@ def test_without_notifications_the_worker_says_so_once_and_polls(
         finally:
             worker.stop(timeout=5)
     assert not worker.listening
+    notifier = worker.notifier
+    assert notifier is not None and notifier.polling and not notifier.connected
     fallbacks = [r for r in caplog.records if "falling back to polling" in r.getMessage()]
     assert len(fallbacks) == 1
     assert fallbacks[0].name == "venturi.worker"

@@ -15,7 +15,8 @@ def create_app() -> Flask:
 
 Every job runs inside ``app.app_context()``. The queue is built on first use in each
 process, so an app created before gunicorn forks is safe. Configuration (``app.config``):
-``VENTURI_DSN``, ``VENTURI_PREFIX``, ``VENTURI_POOL_SIZE``, ``VENTURI_STRICT``,
+``VENTURI_DSN``, ``VENTURI_LISTEN_DSN`` (where workers LISTEN when ``VENTURI_DSN`` leads
+to a transaction-pooling proxy), ``VENTURI_PREFIX``, ``VENTURI_POOL_SIZE``, ``VENTURI_STRICT``,
 ``VENTURI_MAX_PAYLOAD_BYTES`` and, for the opt-in in-process worker, ``VENTURI_WORKER``
 (True to start one per process on its first request), ``VENTURI_WORKER_CONCURRENCY``,
 ``VENTURI_WORKER_KINDS``, ``VENTURI_WORKER_POLL_INTERVAL`` and
@@ -107,6 +108,7 @@ class FlaskSettings:
     """The ``VENTURI_*`` keys of an app's config, checked."""
 
     dsn: str | None = None
+    listen_dsn: str | None = None
     prefix: str = DEFAULT_PREFIX
     pool_size: int | None = attrs.field(default=None, validator=_optional_int("VENTURI_POOL_SIZE"))
     strict: bool = attrs.field(default=False, validator=_flag("VENTURI_STRICT"))
@@ -141,9 +143,10 @@ class FlaskSettings:
             raise ConfigurationError(
                 f"unknown config keys {', '.join(unknown)}; venturi reads {', '.join(known)}"
             )
-        dsn = config.get("VENTURI_DSN")
-        if dsn is not None and not isinstance(dsn, str):
-            raise ConfigurationError(f"VENTURI_DSN must be a str, got {type(dsn).__name__}")
+        for key in ("VENTURI_DSN", "VENTURI_LISTEN_DSN"):
+            dsn = config.get(key)
+            if dsn is not None and not isinstance(dsn, str):
+                raise ConfigurationError(f"{key} must be a str, got {type(dsn).__name__}")
         return cls(**{name: config[key] for key, name in known.items() if key in config})
 
 
@@ -195,6 +198,7 @@ def _build_queue(settings: FlaskSettings) -> Queue:
     return Queue(
         settings.dsn,
         prefix=settings.prefix,
+        listen_dsn=settings.listen_dsn,
         pool_size=settings.pool_size,
         strict=settings.strict,
         max_payload_bytes=settings.max_payload_bytes,

@@ -33,8 +33,10 @@ def _int(name: str, *, optional: bool = False) -> Any:
     return check
 
 
-def _str(name: str) -> Any:
+def _str(name: str, *, optional: bool = False) -> Any:
     def check(_: Any, __: Any, value: Any) -> None:
+        if value is None and optional:
+            return
         if not isinstance(value, str) or not value:
             raise SettingsError(f"VENTURI[{name!r}] must be a non-empty str, got {value!r}")
 
@@ -62,12 +64,15 @@ class VenturiSettings:
     """``settings.VENTURI``, checked. Every key is optional.
 
     ``DATABASE``: the ``DATABASES`` alias holding the queue (default ``"default"``);
+    ``LISTEN_DSN``: where workers LISTEN when that alias leads to a transaction-pooling
+    proxy (the server itself; default: env ``VENTURI_LISTEN_DSN``, else the alias);
     ``PREFIX``: its table-name prefix; ``POOL_SIZE``, ``STRICT``, ``MAX_PAYLOAD_BYTES``:
     as for `venturi.Queue`; ``AUTODISCOVER``: module names imported from every installed
     app before ``manage.py venturi`` runs, so their jobs are registered (``["jobs"]``).
     """
 
     database: str = attrs.field(default="default", validator=_str("DATABASE"))
+    listen_dsn: str | None = attrs.field(default=None, validator=_str("LISTEN_DSN", optional=True))
     prefix: str = attrs.field(default=DEFAULT_PREFIX, validator=_str("PREFIX"))
     pool_size: int | None = attrs.field(default=None, validator=_int("POOL_SIZE", optional=True))
     strict: bool = attrs.field(default=False, validator=_bool("STRICT"))

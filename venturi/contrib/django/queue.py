@@ -31,6 +31,7 @@ def _build() -> Queue:
     return Queue(
         connection_string(settings_dict),
         prefix=conf.prefix,
+        listen_dsn=conf.listen_dsn,
         pool_size=conf.pool_size,
         strict=conf.strict,
         max_payload_bytes=conf.max_payload_bytes,
@@ -57,7 +58,7 @@ _lazy = LazyQueue(_build, registry, _fresh_connections)
 def get_queue() -> Queue:
     """The project's `venturi.Queue`, built from ``VENTURI`` and ``DATABASES`` on first use.
 
-    Its pool and LISTEN connection use the connection parameters of the configured
+    Its pool and LISTEN connection (unless ``LISTEN_DSN``) use the parameters of the configured
     database (host, port, name, user, password and libpq ``OPTIONS`` such as
     ``sslmode``). One per process; rebuilt after a fork and when those settings change.
     """

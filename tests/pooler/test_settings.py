@@ -1,0 +1,93 @@
+"""Where the pooler settings arrive: ``prepared_statements`` on the store's pool,
+``listen_dsn`` from the Queue, VENTURI_LISTEN_DSN, the CLI, Flask and Django; bad values
+refused before anything connects. The server answers directly here: no PgBouncer."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+import venturi
+from venturi.cli import build_cli
+from venturi.cli_support import CliState, pass_state
+from venturi.contrib.django.conf import SettingsError, VenturiSettings
+from venturi.contrib.flask import FlaskSettings
+from venturi.pgstore import PostgresStore
+from venturi.prefix import Prefix
+
+
+def test_preparation_is_off_unless_asked_for(database_dsn: str, prefix: str) -> None:
+    off = PostgresStore.from_dsn(database_dsn, Prefix(prefix), pool_size=1)
+    on = PostgresStore.from_dsn(database_dsn, Prefix(prefix), pool_size=1, prepared_statements=True)
+    try:
+        with off.connection() as conn:
+            assert conn.prepare_threshold is None
+        with on.connection() as conn:
+            assert conn.prepare_threshold == 5  # psycopg's default
+        side = off.sibling()
+        with side.connection() as conn:
+            assert conn.prepare_threshold is None
+        side.close()
+    finally:
+        off.close()
+        on.close()
+
+
+def test_bad_values_are_refused_before_any_pool_opens(database_dsn: str) -> None:
+    with pytest.raises(venturi.ConfigurationError, match="prepared_statements must be"):
+        venturi.Queue(database_dsn, prefix="p", prepared_statements="no")  # type: ignore[arg-type]
+    with pytest.raises(venturi.ConfigurationError, match="listen_dsn is not a valid") as info:
+        venturi.Queue(database_dsn, prefix="p", listen_dsn="host=x password='s3cret")
+    assert "s3cret" not in str(info.value)
+
+
+def test_the_listener_uses_listen_dsn_and_its_own_connect_timeout(
+    database_dsn: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listen = f"{database_dsn}?application_name=venturi-listen&connect_timeout=7"
+    monkeypatch.setenv("VENTURI_LISTEN_DSN", listen)
+    with venturi.Queue(database_dsn, prefix=prefix, pool_size=1) as queue:
+        assert queue.store.listen_dsn == listen
+        notifier = queue.store.notifier()
+        try:
+            notifier.connect()
+            assert notifier.connected and not notifier.polling
+            conn = notifier._conn
+            assert conn is not None
+            assert conn.info.get_parameters()["application_name"] == "venturi-listen"
+            assert conn.info.get_parameters()["connect_timeout"] == "7"
+            assert conn.prepare_threshold is None
+        finally:
+            notifier.close()
+    monkeypatch.setenv("VENTURI_LISTEN_DSN", "")
+    with venturi.Queue(database_dsn, prefix=prefix, pool_size=1) as queue:
+        assert queue.store.listen_dsn is None
+
+
+def test_cli_takes_listen_dsn_from_option_or_env(database_dsn: str, prefix: str) -> None:
+    seen: list[str | None] = []
+    cli = build_cli()
+
+    @cli.command("show-listen")
+    @pass_state
+    def show(state: CliState) -> None:
+        seen.append(state.queue().store.listen_dsn)
+
+    runner = CliRunner()
+    env = {"VENTURI_DSN": database_dsn, "VENTURI_PREFIX": prefix}
+    listen = f"{database_dsn}?application_name=from-option"
+    assert runner.invoke(cli, ["--listen-dsn", listen, "show-listen"], env=env).exit_code == 0
+    env["VENTURI_LISTEN_DSN"] = f"{database_dsn}?application_name=from-env"
+    assert runner.invoke(cli, ["show-listen"], env=env).exit_code == 0
+    assert seen == [listen, env["VENTURI_LISTEN_DSN"]]
+
+
+def test_flask_and_django_settings_take_a_listen_dsn() -> None:
+    flask = FlaskSettings.from_config({"VENTURI_LISTEN_DSN": "host=db"})
+    assert flask.listen_dsn == "host=db"
+    with pytest.raises(venturi.ConfigurationError, match="VENTURI_LISTEN_DSN must be a str"):
+        FlaskSettings.from_config({"VENTURI_LISTEN_DSN": 5432})
+    assert VenturiSettings(listen_dsn="host=db").listen_dsn == "host=db"
+    assert VenturiSettings().listen_dsn is None
+    with pytest.raises(SettingsError, match="LISTEN_DSN"):
+        VenturiSettings(listen_dsn="")
