@@ -210,7 +210,7 @@ class JobRecord:
     @property
     def cursor(self) -> HistoryCursor:
         """The keyset position of this record in `history` order."""
-        return HistoryCursor(self.created_at, self.id)
+        return HistoryCursor(self.id)
 
 
 @attrs.frozen
@@ -368,12 +368,16 @@ class BatchOutcome:
         return cls(applied, busy)
 
 
+def _cursor_id(value: JobId) -> ULID:
+    return value if isinstance(value, ULID) else ULID.from_uuid(to_uuid(value))
+
+
 @attrs.frozen
 class HistoryCursor:
-    """A keyset position in history order: (created_at, id) descending."""
+    """A keyset position in history order: id descending. History lists the jobs
+    before it; the job itself need not exist any more."""
 
-    created_at: datetime
-    id: ULID
+    id: ULID = attrs.field(converter=_cursor_id)
 
 
 def _optional_status(value: object) -> JobStatus | None:

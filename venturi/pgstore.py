@@ -21,6 +21,7 @@ from venturi import migrations, retrying, sqlfiles
 from venturi.dsn import connect_defaults, parse_dsn, redact_dsn
 from venturi.enqueueing import Enqueuer
 from venturi.errors import ConfigurationError, DuplicateJob, StoreUnavailable, first_line
+from venturi.ids import new_id
 from venturi.models import (
     SMALLINT_MIN,
     BatchOutcome,
@@ -209,7 +210,7 @@ class PostgresStore:
     # -- enqueue ----------------------------------------------------------------------
 
     def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
-        job_id = ULID()
+        job_id = new_id()
         if conn is not None:
             with _mapped_errors():
                 return self._enqueuer.enqueue(conn, job, job_id)
@@ -224,7 +225,7 @@ class PostgresStore:
     def enqueue_many(
         self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
     ) -> list[ULID]:
-        ids = [ULID() for _ in jobs]
+        ids = [new_id() for _ in jobs]
         if conn is not None:
             with _mapped_errors():
                 return self._enqueuer.enqueue_many(conn, jobs, ids)
@@ -489,7 +490,6 @@ class PostgresStore:
             "status": None if filter.status is None else filter.status.value,
             "finished_since": filter.finished_since,
             "finished_until": filter.finished_until,
-            "before_created_at": None if before is None else before.created_at,
             "before_id": None if before is None else before.id.to_uuid(),
             "limit": limit,
         }

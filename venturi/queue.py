@@ -245,7 +245,12 @@ class Queue:
         before: JobRecord | HistoryCursor | None = None,
         limit: int = 50,
     ) -> list[JobRecord]:
-        """One page of jobs, newest first; pass the last record as ``before`` for the next."""
+        """One page of jobs, newest id first; pass the last record as ``before`` for the next.
+
+        Ids are ULIDs, so this is enqueue time as the enqueuing hosts' clocks saw it (one
+        process's jobs in the order it enqueued them). ``before`` may also be a
+        `HistoryCursor` of any job id, even of a job deleted since.
+        """
         self._check_process()
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise ConfigurationError(f"limit must be an int within [1, 10000], got {limit!r}")

@@ -99,9 +99,9 @@ def test_eight_processes_migrating_one_fresh_prefix_make_one_schema(
     assert sorted(applied) == [[]] * 7 + [ALL]
     probe = Probe(database_dsn, prefix)
     try:
-        assert probe.rows("SELECT version, count(*) FROM {schema_history} GROUP BY 1") == [
-            (version, 1) for version, _ in known_migrations()
-        ]
+        assert probe.rows(
+            "SELECT version, count(*) FROM {schema_history} GROUP BY 1 ORDER BY 1"
+        ) == [(version, 1) for version, _ in known_migrations()]
         assert len(_tables(database_dsn, prefix)) == 3
     finally:
         probe.close()
@@ -207,7 +207,9 @@ def test_the_longest_prefix_migrates_with_no_name_truncated(
             for key in prefix.placeholders()
             if key not in ("channel", "channel_ident")
         }
-        assert expected <= found, f"missing (truncated?) names: {expected - found}"
+        dropped = {prefix.table("history_idx")}  # by 0002: history pages by id
+        assert expected - dropped <= found, f"missing (truncated?) names: {expected - found}"
+        assert not dropped & found, f"left behind: {dropped & found}"
         assert max(len(n) for n in expected) == 63
     finally:
         drop_prefix(database_dsn, name)

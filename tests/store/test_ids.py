@@ -1,0 +1,108 @@
+"""Job ids: one process's ULIDs strictly increase, across threads, within a millisecond,
+when the clock steps back, and a forked child never continues its parent's sequence."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+
+import pytest
+from ulid import ULID
+
+from venturi import ids
+from venturi.ids import IdSource, new_id
+
+RANDOM_BITS = 80
+
+
+def _frozen_yielding_clock() -> int:
+    """One millisecond for ever; yielding to other threads on each reading, so a step
+    that was not atomic would interleave with the others."""
+    time.sleep(0)
+    return 1_700_000_000_000
+
+
+def _make_in_threads(source: IdSource, threads: int, each: int) -> list[list[int]]:
+    made: list[list[int]] = [[] for _ in range(threads)]
+    start = threading.Barrier(threads)
+
+    def run(out: list[int]) -> None:
+        start.wait()
+        out.extend(int(source.new()) for _ in range(each))
+
+    workers = [threading.Thread(target=run, args=(out,)) for out in made]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return made
+
+
+def test_ids_strictly_increase_under_many_threads_within_one_millisecond() -> None:
+    # A frozen clock puts every id in one millisecond: each must be the one before it
+    # plus one, so the ids of all threads together form one gapless run. Each trial's
+    # threads start together on a fresh source, where the first ids are drawn at random.
+    for trial in range(30):
+        source = IdSource(clock=_frozen_yielding_clock)
+        made = _make_in_threads(source, threads=8, each=200)
+        for seq in made:
+            assert all(a < b for a, b in itertools.pairwise(seq)), f"{trial}: ids went back"
+        every = sorted(i for seq in made for i in seq)
+        assert len(set(every)) == len(every), f"trial {trial}: two threads got the same id"
+        assert every[-1] - every[0] + 1 == len(every), f"trial {trial}: ids left a gap"
+        assert {i >> RANDOM_BITS for i in every} == {1_700_000_000_000}
+
+
+def test_the_process_ids_strictly_increase_under_many_threads() -> None:
+    made = _make_in_threads(ids._default, threads=16, each=2000)
+    for seq in made:
+        assert all(a < b for a, b in itertools.pairwise(seq))
+    every = [i for seq in made for i in seq]
+    assert len(set(every)) == len(every)
+    assert int(new_id()) > max(every)
+
+
+def test_a_clock_step_back_or_a_full_millisecond_keeps_the_order() -> None:
+    readings = iter([5, 5, 3, 3, 9])
+    source = IdSource(clock=lambda: next(readings))
+    made = [source.new() for _ in range(5)]
+    assert all(a < b for a, b in itertools.pairwise(made))
+    assert [u.milliseconds for u in made] == [5, 5, 5, 5, 9]
+    assert int(made[1]) == int(made[0]) + 1
+
+    full = IdSource(clock=lambda: 7)
+    full._last = (7 << RANDOM_BITS) | (2**RANDOM_BITS - 1)
+    carried = full.new()
+    assert (carried.milliseconds, int(carried) % 2**RANDOM_BITS) == (8, 0)
+    assert full.new() > carried
+
+
+def test_ids_are_ulids_of_the_wall_clock() -> None:
+    before = ULID()
+    made = new_id()
+    assert isinstance(made, ULID)
+    assert before.milliseconds <= made.milliseconds <= ULID().milliseconds
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_continue_the_parents_sequence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One millisecond for parent and child: a child that kept the parent's last id
+    # would make exactly the id the parent makes next.
+    monkeypatch.setattr(ids._default, "clock", lambda: 1_700_000_000_000)
+    new_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.write(write, new_id().bytes)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child = ULID(pipe.read())
+    os.waitpid(pid, 0)
+    assert child != new_id(), "the child made the parent's next id"
