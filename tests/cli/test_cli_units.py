@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from venturi.cli_jobs import _summary
-from venturi.cli_support import parse_duration
-from venturi.dsn import redact_dsn, scrub
+from venturi.cli.jobs import _summary
+from venturi.cli.support import parse_duration
 from venturi.errors import first_line
+from venturi.store.dsn import redact_dsn, scrub
 
 
 @pytest.mark.parametrize(

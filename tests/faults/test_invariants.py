@@ -13,7 +13,7 @@ from ulid import ULID
 from tests.faults import invariants, ledger
 from tests.support import Probe
 from venturi.models import Claim, NewJob, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 
 @pytest.fixture

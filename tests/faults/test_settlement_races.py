@@ -24,8 +24,8 @@ from psycopg import sql
 from tests.faults import invariants
 from tests.faults.server import ThrowawayServer
 from venturi.models import BatchOutcome, Claim, JobRecord, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.postgres import PostgresStore
 
 THREADS = 64
 ROUNDS = 200

@@ -7,7 +7,7 @@ import pytest
 from tests.support import Listener, Probe
 from venturi.errors import ConfigurationError
 from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 
 def _finished(store: PostgresStore, how: str) -> JobRecord:

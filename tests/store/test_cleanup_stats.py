@@ -9,7 +9,7 @@ import pytest
 
 from tests.support import Probe
 from venturi.models import Claim, CleanupCriteria, NewJob, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 FUTURE = datetime(2100, 1, 1, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ import pytest
 from tests.support import Listener, Probe
 from venturi.errors import DuplicateJob
 from venturi.models import Claim, JobStatus, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 
 def _sum(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

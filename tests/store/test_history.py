@@ -10,7 +10,7 @@ from ulid import ULID
 
 from tests.support import Probe
 from venturi.models import Claim, HistoryCursor, HistoryFilter, JobRecord, NewJob, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 
 def _all_pages(

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from tests.support import Listener, Probe, wait_until
 from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 
 def _expired(store: PostgresStore, max_attempts: int = 5) -> JobRecord:

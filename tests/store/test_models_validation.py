@@ -28,8 +28,8 @@ from venturi.models import (
     NewJob,
     Settlement,
 )
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.postgres import PostgresStore
 
 NAIVE = datetime(2030, 1, 1, 12, 0)  # naive on purpose
 

@@ -18,7 +18,7 @@ from ulid import ULID
 
 from tests.support import Probe
 from venturi.models import Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 T = TypeVar("T")
 

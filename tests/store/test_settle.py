@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import Listener, Probe
 from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 ALL_SETTLEMENTS: dict[str, Callable[[], Settlement]] = {
     "complete": lambda: Settlement.complete(attachment={"sent": True}),

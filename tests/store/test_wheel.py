@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
 
     import venturi
     from venturi.models import Claim, NewJob, Settlement
-    from venturi.pgstore import PostgresStore
+    from venturi.store.postgres import PostgresStore
     from venturi.prefix import Prefix
 
     dsn, prefix = sys.argv[1], sys.argv[2]

@@ -11,12 +11,12 @@ from typing import Final
 
 import attrs
 
-from venturi import retrying
 from venturi.errors import StoreError, StoreUnavailable
 from venturi.models import Outcome, Settlement
-from venturi.running import HeldJob
-from venturi.settling import SETTLE_RETRY_SECONDS
-from venturi.store import Store
+from venturi.store import retrying
+from venturi.store.protocol import Store
+from venturi.worker.held import HeldJob
+from venturi.worker.settling import SETTLE_RETRY_SECONDS
 
 logger = logging.getLogger("venturi.worker")
 

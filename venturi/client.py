@@ -17,7 +17,6 @@ from venturi.context import JobContext
 from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError, ForkedError, UnknownKind
 from venturi.events import WorkerEvents
-from venturi.execution import execute
 from venturi.models import (
     Claim,
     CleanupCriteria,
@@ -33,11 +32,12 @@ from venturi.models import (
     StatsSnapshot,
 )
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
-from venturi.pgstore import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.prefix import Prefix
 from venturi.registry import JobDefinition, JobFunction, JobOptions
-from venturi.store import Store
-from venturi.worker import Worker, default_name
+from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
+from venturi.store.protocol import Store
+from venturi.worker.execution import execute
+from venturi.worker.runtime import Worker, default_name
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -15,10 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from venturi.completer import Completer
 from venturi.context import JobContext
-from venturi.deadlines import Deadlines
-from venturi.dispatcher import Dispatcher
 from venturi.errors import (
     ConfigurationError,
     ForkedError,
@@ -27,17 +24,20 @@ from venturi.errors import (
     first_line,
 )
 from venturi.events import WorkerEvents
-from venturi.handling import HandlerLoop, stop_timed_out
-from venturi.heartbeat import Heartbeat
-from venturi.looping import Periodic
 from venturi.models import SMALLINT_MAX, SMALLINT_MIN, JobRecord, Settlement
-from venturi.prefetch import Prefetch
-from venturi.reaper import Reaper
 from venturi.registry import JobDefinition
-from venturi.running import HeldJob, HeldJobs
-from venturi.settling import Settler
-from venturi.store import Notifier, Store
-from venturi.supervision import Supervisor
+from venturi.store.protocol import Notifier, Store
+from venturi.worker.completer import Completer
+from venturi.worker.deadlines import Deadlines
+from venturi.worker.dispatcher import Dispatcher
+from venturi.worker.handling import HandlerLoop, stop_timed_out
+from venturi.worker.heartbeat import Heartbeat
+from venturi.worker.held import HeldJob, HeldJobs
+from venturi.worker.periodic import Periodic
+from venturi.worker.prefetch import Prefetch
+from venturi.worker.reaper import Reaper
+from venturi.worker.settling import Settler
+from venturi.worker.supervision import Supervisor
 
 logger = logging.getLogger("venturi.worker")
 
@@ -68,7 +68,7 @@ class Worker:
     Tuning (keywords of `Queue.worker`): ``prefetch`` jobs claimed beyond the busy
     handler threads (default: adapted to job and claim durations, 1 for jobs much slower
     than a claim round trip, up to ``max(32, 2 * concurrency)`` for quick ones; see
-    `venturi.prefetch`), ``heartbeat_interval`` (default a third of the shortest lease,
+    `venturi.worker.prefetch`), ``heartbeat_interval`` (default a third of the shortest lease,
     and never more), ``reaper_interval`` (seconds between scans for expired leases),
     ``completion_batch`` (completions per statement).
     """
@@ -102,7 +102,7 @@ class Worker:
             )
         if prefetch is not None and prefetch < 0:
             raise ConfigurationError(f"prefetch must be >= 0, got {prefetch}")
-        # None: sized from the observed job and claim durations (see venturi.prefetch).
+        # None: sized from the observed job and claim durations (see venturi.worker.prefetch).
         self.prefetch = Prefetch(concurrency, prefetch)
         self.store = store
         self.definitions = definitions

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from venturi.bench_support import BENCH_KIND, BenchFailure, BenchSettings, compose, fetch_one
+from venturi.bench.support import BENCH_KIND, BenchFailure, BenchSettings, compose, fetch_one
 
 CEILING_BATCH = 100
 

@@ -9,9 +9,9 @@ import attrs
 
 from venturi.backoff import delay_for
 from venturi.events import WorkerEvents
-from venturi.execution import job_extra
 from venturi.registry import JobDefinition
-from venturi.store import Store
+from venturi.store.protocol import Store
+from venturi.worker.execution import job_extra
 
 logger = logging.getLogger("venturi.reaper")
 

@@ -9,9 +9,9 @@ from typing import Any, Final
 import psycopg
 from psycopg import errors, sql
 
-from venturi import sqlfiles
 from venturi.errors import MigrationLockTimeout, SchemaError
 from venturi.prefix import Prefix
+from venturi.store import sqlfiles
 
 logger = logging.getLogger("venturi.store")
 

@@ -15,12 +15,12 @@ import click
 import psycopg
 from rich.console import Console
 
-from venturi.cli_support import CliState, check_reachable, console, pass_state
-from venturi.demo import DemoReport, drop_tables, render_report, run_demo
-from venturi.dsn import redact_dsn
-from venturi.embedded import EmbeddedUnavailable, embedded_server
+from venturi.cli.demo import DemoReport, drop_tables, render_report, run_demo
+from venturi.cli.support import CliState, check_reachable, console, pass_state
+from venturi.client import Queue
 from venturi.prefix import Prefix
-from venturi.queue import Queue
+from venturi.store.dsn import redact_dsn
+from venturi.store.embedded import EmbeddedUnavailable, embedded_server
 
 # Tried in order when no DSN is given: libpq's defaults (PG* variables, the local socket),
 # then the usual local server's superuser over TCP.

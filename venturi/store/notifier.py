@@ -13,9 +13,9 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
-from venturi import retrying, sqlfiles
 from venturi.errors import first_line
 from venturi.prefix import Prefix
+from venturi.store import retrying, sqlfiles
 
 logger = logging.getLogger("venturi.notifier")
 

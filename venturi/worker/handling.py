@@ -9,14 +9,14 @@ import time
 
 import attrs
 
-from venturi.completer import Completer
-from venturi.deadlines import Deadlines
-from venturi.dispatcher import Dispatcher
 from venturi.events import WorkerEvents
-from venturi.execution import execute, failed, job_extra
 from venturi.models import SettleAction, Settlement
-from venturi.running import HeldJob, HeldJobs
-from venturi.settling import Settler
+from venturi.worker.completer import Completer
+from venturi.worker.deadlines import Deadlines
+from venturi.worker.dispatcher import Dispatcher
+from venturi.worker.execution import execute, failed, job_extra
+from venturi.worker.held import HeldJob, HeldJobs
+from venturi.worker.settling import Settler
 
 logger = logging.getLogger("venturi.worker")
 

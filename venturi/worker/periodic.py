@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import attrs
 
-from venturi import retrying
 from venturi.errors import StoreUnavailable
+from venturi.store import retrying
 
 
 @attrs.define(eq=False)

@@ -11,8 +11,8 @@ from typing import Final
 
 import attrs
 
-from venturi import retrying
 from venturi.errors import WorkerFailed
+from venturi.store import retrying
 
 logger = logging.getLogger("venturi.worker")
 

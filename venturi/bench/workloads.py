@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from venturi.bench_support import (
+from venturi.bench.support import (
     BENCH_KIND,
     BenchFailure,
     BenchSettings,
@@ -26,10 +26,10 @@ from venturi.bench_support import (
     set_fillfactor,
     wait_for,
 )
+from venturi.client import Queue
 from venturi.events import WorkerEvents
 from venturi.models import JobRecord, NewJob, Outcome, Settlement
-from venturi.queue import Queue
-from venturi.worker import Worker
+from venturi.worker.runtime import Worker
 
 # The backlog's future-visible rows spread over these priorities, some above the due
 # jobs' priority 0, so a claim must step past higher-priority rows that are not yet due.

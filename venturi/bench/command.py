@@ -20,12 +20,12 @@ from typing import Any
 import attrs
 import click
 
-from venturi import bench_report
-from venturi.bench_ceilings import CEILING_BATCH, Ceilings
-from venturi.bench_report import PREPARED_SUFFIX
-from venturi.bench_support import BenchFailure, BenchSettings
-from venturi.bench_worker import drive
-from venturi.bench_workloads import VenturiBench
+from venturi.bench import report as bench_report
+from venturi.bench.ceilings import CEILING_BATCH, Ceilings
+from venturi.bench.report import PREPARED_SUFFIX
+from venturi.bench.support import BenchFailure, BenchSettings
+from venturi.bench.worker import drive
+from venturi.bench.workloads import VenturiBench
 
 WORKLOADS = ("enqueue", "enqueue-many", "drain", "latency", "backlog", "rss")
 DRAIN_CONCURRENCIES = (1, 4, 16)

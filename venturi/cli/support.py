@@ -19,10 +19,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from venturi.dsn import connect_defaults, parse_dsn, redact_dsn, scrub
+from venturi.client import DEFAULT_PREFIX, Queue
 from venturi.errors import ConfigurationError, InvalidJob, VenturiError, first_line
 from venturi.models import JobRecord, to_uuid
-from venturi.queue import DEFAULT_PREFIX, Queue
+from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn, scrub
 
 QueueFactory = Callable[[], Queue]
 

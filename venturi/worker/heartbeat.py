@@ -7,9 +7,9 @@ import logging
 import attrs
 
 from venturi.events import WorkerEvents
-from venturi.execution import job_extra
-from venturi.running import HeldJob, HeldJobs
-from venturi.store import Store
+from venturi.store.protocol import Store
+from venturi.worker.execution import job_extra
+from venturi.worker.held import HeldJob, HeldJobs
 
 logger = logging.getLogger("venturi.worker")
 
@@ -19,7 +19,7 @@ class Heartbeat:
     """One `run_once` renews every held lease in a single statement.
 
     It runs on a store with a connection of its own, so handlers that keep the main pool
-    busy cannot starve it. A run past its timeout (``lapsing``, see `venturi.deadlines`)
+    busy cannot starve it. A run past its timeout (``lapsing``, see `venturi.worker.deadlines`)
     is not renewed, so its lease lapses. A lease the database no longer grants
     (cancelled, taken over) sets ``stopping`` and marks the run lost, so its late
     settlement is expected to be fenced. A row another session holds locked is skipped,

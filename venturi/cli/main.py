@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from venturi import __version__
-from venturi.bench import bench_command
-from venturi.cli_admin import admin_commands
-from venturi.cli_demo import demo_command
-from venturi.cli_jobs import job_commands
-from venturi.cli_ops import operation_commands
-from venturi.cli_support import CliState, QueueFactory, VenturiGroup
-from venturi.queue import DEFAULT_PREFIX
+from venturi.cli.admin import admin_commands
+from venturi.cli.demo_command import demo_command
+from venturi.cli.jobs import job_commands
+from venturi.cli.ops import operation_commands
+from venturi.cli.support import CliState, QueueFactory, VenturiGroup
+from venturi.client import DEFAULT_PREFIX
 
 HELP = """Operate a venturi job queue: migrate, run workers, enqueue and inspect jobs.
 
@@ -23,6 +24,21 @@ written 30s, 5m, 2h, 7d (or 1h30m). Exit status: 0 ok, 1 error, 2 bad usage.
 EMBEDDED_HELP = """Operate this application's venturi job queue: migrate, run workers,
 enqueue and inspect jobs. Durations are written 30s, 5m, 2h, 7d (or 1h30m).
 """
+
+
+class _Group(VenturiGroup):
+    """The group; ``bench`` is loaded when it is asked for, so the benchmark stays out
+    of every other command (and of the library)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), "bench"})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Any:
+        if cmd_name == "bench":
+            from venturi.bench.command import bench_command
+
+            return bench_command
+        return super().get_command(ctx, cmd_name)
 
 
 def _connection_options() -> list[click.Parameter]:
@@ -74,7 +90,7 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
         ctx.obj = state
         ctx.call_on_close(state.close)
 
-    group = VenturiGroup(
+    group = _Group(
         "venturi",
         callback=root,
         params=[] if embedded else _connection_options(),
@@ -87,7 +103,6 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
         *job_commands(),
         *admin_commands(),
         demo_command(),
-        bench_command,
     ]:
         group.add_command(command)
     return group

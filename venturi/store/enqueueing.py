@@ -12,11 +12,11 @@ from psycopg import pq
 from psycopg.rows import tuple_row
 from ulid import ULID
 
-from venturi import sqlfiles
 from venturi.errors import DuplicateJob, InvalidPayload
 from venturi.models import NewJob
 from venturi.payload import encode_payload
 from venturi.prefix import Prefix
+from venturi.store import sqlfiles
 
 # A dedup statement can find the key's holder gone mid-statement (claimed, or inserted by a
 # transaction our snapshot cannot see); each retry takes a fresh snapshot.

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from venturi.running import HeldJob
+from venturi.worker.held import HeldJob
 
 logger = logging.getLogger("venturi.worker")
 

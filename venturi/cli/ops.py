@@ -12,11 +12,12 @@ from typing import Any
 import click
 import psycopg
 
-from venturi import __version__, migrations
-from venturi.cli_support import DURATION, CliState, import_queue, pass_state
+from venturi import __version__
+from venturi.cli.support import DURATION, CliState, import_queue, pass_state
+from venturi.client import Queue
 from venturi.errors import VenturiError, first_line
 from venturi.prefix import Prefix
-from venturi.queue import Queue
+from venturi.store import migrations
 
 
 @click.command()

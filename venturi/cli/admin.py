@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from venturi.cli_support import (
+from venturi.cli.support import (
     DURATION,
     JOB_ID,
     CliState,

@@ -17,11 +17,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from ulid import ULID
 
-from venturi import migrations, retrying, sqlfiles
-from venturi.dsn import connect_defaults, parse_dsn, redact_dsn
-from venturi.enqueueing import Enqueuer
 from venturi.errors import ConfigurationError, DuplicateJob, StoreUnavailable, first_line
-from venturi.ids import new_id
 from venturi.models import (
     SMALLINT_MIN,
     BatchOutcome,
@@ -40,10 +36,14 @@ from venturi.models import (
     StatsSnapshot,
     to_uuid,
 )
-from venturi.notifier import PostgresNotifier
-from venturi.owned_pools import open_owned
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
+from venturi.store import migrations, retrying, sqlfiles
+from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn
+from venturi.store.enqueueing import Enqueuer
+from venturi.store.ids import new_id
+from venturi.store.notifier import PostgresNotifier
+from venturi.store.owned_pools import open_owned
 
 logger = logging.getLogger("venturi.store")
 T = TypeVar("T")
@@ -148,7 +148,7 @@ class PostgresStore:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection. Errors become venturi's (`venturi.retrying.store_error`):
+        """A pooled connection. Errors become venturi's (`venturi.store.retrying.store_error`):
         outages, pool exhaustion and other passing failures `StoreUnavailable`, a missing
         table `SchemaError`, anything else `StoreError`. A unique violation stays raw for
         the store's dedup handling."""

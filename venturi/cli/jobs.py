@@ -12,7 +12,7 @@ import click
 from rich.table import Table
 from ulid import ULID
 
-from venturi.cli_support import (
+from venturi.cli.support import (
     DURATION,
     JOB_ID,
     CliState,
@@ -24,8 +24,8 @@ from venturi.cli_support import (
     show_time,
     table,
 )
+from venturi.client import Queue
 from venturi.models import JobRecord, JobStatus, JournalRecord
-from venturi.queue import Queue
 
 _STATUSES = [s.value for s in JobStatus]
 

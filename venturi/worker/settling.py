@@ -10,13 +10,13 @@ from typing import Final
 
 import attrs
 
-from venturi import retrying
 from venturi.errors import StoreError, first_line
 from venturi.events import WorkerEvents
-from venturi.execution import job_extra
 from venturi.models import Outcome, Settlement
-from venturi.running import HeldJob, HeldJobs
-from venturi.store import Store
+from venturi.store import retrying
+from venturi.store.protocol import Store
+from venturi.worker.execution import job_extra
+from venturi.worker.held import HeldJob, HeldJobs
 
 logger = logging.getLogger("venturi.worker")
 

@@ -11,12 +11,12 @@ from typing import Final
 
 import attrs
 
-from venturi import retrying
 from venturi.errors import StoreError, StoreUnavailable
 from venturi.models import JobRecord
-from venturi.prefetch import Prefetch
-from venturi.running import HeldJob
-from venturi.store import Notifier, Store
+from venturi.store import retrying
+from venturi.store.protocol import Notifier, Store
+from venturi.worker.held import HeldJob
+from venturi.worker.prefetch import Prefetch
 
 logger = logging.getLogger("venturi.worker")
 

@@ -1,6 +1,6 @@
 """Worker processes for `venturi bench`: a worker's peak RSS, and scaling over processes.
 
-The child (``python -m venturi.bench_worker PREFIX CONCURRENCY``, DSN in ``VENTURI_DSN``)
+The child (``python -m venturi.bench.worker PREFIX CONCURRENCY``, DSN in ``VENTURI_DSN``)
 starts a worker for the bench kind, prints one ``ready`` line once it listens, runs jobs
 until a line (or EOF) arrives on stdin, stops gracefully and prints one JSON line with
 the jobs it ran and its peak RSS. `drive` is the parent's side.
@@ -16,10 +16,10 @@ import subprocess
 import sys
 import time
 
-from venturi.bench_support import BENCH_KIND, BenchFailure, Countdown, wait_for
-from venturi.bench_workloads import VenturiBench
+from venturi.bench.support import BENCH_KIND, BenchFailure, Countdown, wait_for
+from venturi.bench.workloads import VenturiBench
+from venturi.client import Queue
 from venturi.models import NewJob
-from venturi.queue import Queue
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +65,7 @@ def drive(bench: VenturiBench, processes: int, concurrency: int, count: int) -> 
     time until every job's settlement committed (polled in SQL every 10 ms)."""
     bench.reset(count)
     env = {**os.environ, "VENTURI_DSN": bench.settings.dsn}
-    command = [sys.executable, "-m", "venturi.bench_worker", bench.prefix, str(concurrency)]
+    command = [sys.executable, "-m", "venturi.bench.worker", bench.prefix, str(concurrency)]
     children = [
         subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)

@@ -1,5 +1,5 @@
 """`venturi demo`: a realistic mixed batch run by a real worker, with a live progress bar
-and a summary of what happened (the CLI picks the database, see `venturi.cli_demo`)."""
+and a summary of what happened (the CLI picks the database, see `venturi.cli.demo_command`)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ulid import ULID
 
 from venturi.backoff import exponential
-from venturi.cli_jobs import journal_table
-from venturi.cli_support import table
+from venturi.cli.jobs import journal_table
+from venturi.cli.support import table
+from venturi.client import Queue
 from venturi.context import JobContext
 from venturi.errors import VenturiError
 from venturi.events import WorkerEvents
 from venturi.models import JobRecord, JournalRecord, NewJob, Outcome, Settlement
 from venturi.outcomes import Fail, Pause
-from venturi.queue import Queue
 
 KINDS: Final = ("images.resize", "emails.send", "reports.build", "search.reindex", "invoices.send")
 PAGES_PER_RUN: Final = 2
