@@ -18,7 +18,6 @@ from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError, ForkedError, UnknownKind
 from venturi.events import WorkerEvents
 from venturi.models import (
-    Claim,
     CleanupCriteria,
     HistoryCursor,
     HistoryFilter,
@@ -28,12 +27,12 @@ from venturi.models import (
     JournalRecord,
     NewJob,
     OnDuplicate,
-    Settlement,
     StatsSnapshot,
 )
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.registry import JobDefinition, JobFunction, JobOptions
+from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.protocol import Store
 from venturi.worker.execution import execute

@@ -12,7 +12,8 @@ from ulid import ULID
 
 from tests.faults import invariants, ledger
 from tests.support import Probe
-from venturi.models import Claim, NewJob, Settlement
+from venturi.models import NewJob
+from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
 

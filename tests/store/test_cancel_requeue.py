@@ -6,7 +6,8 @@ import pytest
 
 from tests.support import Listener, Probe
 from venturi.errors import ConfigurationError
-from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
+from venturi.models import JobRecord, JobStatus, NewJob, Outcome
+from venturi.settlements import BatchOutcome, Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from tests.support import Probe
-from venturi.models import Claim, CleanupCriteria, NewJob, Settlement
+from venturi.models import CleanupCriteria, NewJob
+from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
 FUTURE = datetime(2100, 1, 1, tzinfo=UTC)

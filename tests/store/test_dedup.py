@@ -10,7 +10,8 @@ import pytest
 
 from tests.support import Listener, Probe
 from venturi.errors import DuplicateJob
-from venturi.models import Claim, JobStatus, NewJob, Outcome, Settlement
+from venturi.models import JobStatus, NewJob, Outcome
+from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tests.support import Listener, Probe
-from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
+from venturi.models import JobRecord, JobStatus, NewJob, Outcome
+from venturi.settlements import BatchOutcome, Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
 ALL_SETTLEMENTS: dict[str, Callable[[], Settlement]] = {

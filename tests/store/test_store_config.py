@@ -11,8 +11,9 @@ from psycopg_pool import ConnectionPool
 
 from tests.support import wait_until
 from venturi.errors import StoreUnavailable
-from venturi.models import Claim, NewJob, Settlement
+from venturi.models import NewJob
 from venturi.prefix import Prefix
+from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
 

@@ -20,7 +20,8 @@ SCRIPT = textwrap.dedent(
     import sys
 
     import venturi
-    from venturi.models import Claim, NewJob, Settlement
+    from venturi.models import NewJob
+    from venturi.settlements import Claim, Settlement
     from venturi.store.postgres import PostgresStore
     from venturi.prefix import Prefix
 

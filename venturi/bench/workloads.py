@@ -28,7 +28,8 @@ from venturi.bench.support import (
 )
 from venturi.client import Queue
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord, NewJob, Outcome, Settlement
+from venturi.models import JobRecord, NewJob, Outcome
+from venturi.settlements import Settlement
 from venturi.worker.runtime import Worker
 
 # The backlog's future-visible rows spread over these priorities, some above the due

@@ -23,8 +23,9 @@ from venturi.client import Queue
 from venturi.context import JobContext
 from venturi.errors import VenturiError
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord, JournalRecord, NewJob, Outcome, Settlement
+from venturi.models import JobRecord, JournalRecord, NewJob, Outcome
 from venturi.outcomes import Fail, Pause
+from venturi.settlements import Settlement
 
 KINDS: Final = ("images.resize", "emails.send", "reports.build", "search.reindex", "invoices.send")
 PAGES_PER_RUN: Final = 2

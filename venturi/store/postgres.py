@@ -2,64 +2,52 @@
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any, Final, TypeVar
 
 import attrs
 import psycopg
-from psycopg import errors, sql
-from psycopg.rows import tuple_row
+from psycopg import errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 from ulid import ULID
 
-from venturi.errors import ConfigurationError, DuplicateJob, StoreUnavailable, first_line
+from venturi.errors import ConfigurationError, StoreUnavailable, first_line
 from venturi.models import (
     SMALLINT_MIN,
-    BatchOutcome,
-    Claim,
-    CleanupCriteria,
-    HistoryCursor,
-    HistoryFilter,
-    JobId,
     JobRecord,
-    JournalRecord,
-    KindStats,
     NewJob,
     Outcome,
-    SettleAction,
-    Settlement,
-    StatsSnapshot,
-    to_uuid,
 )
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
+from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
 from venturi.store import migrations, retrying, sqlfiles
 from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn
 from venturi.store.enqueueing import Enqueuer
+from venturi.store.housekeeping import Housekeeping
 from venturi.store.ids import new_id
-from venturi.store.notifier import PostgresNotifier
 from venturi.store.owned_pools import open_owned
+from venturi.store.statements import (
+    BUSY,
+    Busy,
+    mapped_errors,
+    new_pool,
+    run_statement,
+    while_busy,
+)
 
 logger = logging.getLogger("venturi.store")
 T = TypeVar("T")
 
 DEFAULT_POOL_SIZE: Final = 10
 DEFAULT_POOL_TIMEOUT: Final = 10.0
-# psycopg_pool retries a failed connection with a doubling, uncapped delay until this
-# many seconds pass, so after a long outage its next attempt could come minutes after
-# the server is back. Giving up sooner lets the next request start a fresh attempt at
-# once: workers resume within seconds of the database, whatever the outage's length.
-RECONNECT_TIMEOUT: Final = 10.0
 # How long an enqueue on the store's own pool keeps retrying a passing error (a deadlock,
 # a lock or statement timeout, a restart) before it raises `StoreUnavailable`.
 ENQUEUE_RETRY_SECONDS: Final = 10.0
 _REPEND_ATTEMPTS: Final = 5
-_BUSY_BACKOFF: Final = retrying.Backoff(base=0.01, cap=0.5)
 # Server-side prepared statements (psycopg prepares a query on its fifth run) are off by
 # default: a transaction-pooling proxy such as PgBouncer hands each transaction another
 # server connection, where the statement is missing or means another query. Measured with
@@ -75,7 +63,7 @@ _SETTLE_FILES: Final = {
 
 # A dict-backed class (no slots), so a test may replace one operation of one instance.
 @attrs.define(eq=False, slots=False)
-class PostgresStore:
+class PostgresStore(Housekeeping):
     """The store over a `psycopg_pool.ConnectionPool`, under one table-name prefix.
 
     Built with `from_dsn` (it opens and later closes its own pool) or `from_pool` (it
@@ -134,7 +122,7 @@ class PostgresStore:
         kwargs = connect_defaults(parse_dsn(dsn, "dsn"))
         if not prepared_statements:
             kwargs["prepare_threshold"] = None
-        pool = _new_pool(dsn, kwargs, size, pool_timeout, f"venturi-{prefix.name}")
+        pool = new_pool(dsn, kwargs, size, pool_timeout, f"venturi-{prefix.name}")
         store = cls(pool, prefix, owns_pool=True, **options)  # may refuse an option
         open_owned(pool)  # only now, so a refused option leaves no pool running
         return store
@@ -184,35 +172,14 @@ class PostgresStore:
 
     def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self.connection() as conn:
-            return _run(conn, sqlfiles.query(name, self.prefix), params)
-
-    # -- schema -----------------------------------------------------------------------
-
-    def migrate(self) -> list[str]:
-        with self.connection() as conn:
-            return migrations.migrate(conn, self.prefix, self.migration_lock_timeout)
-
-    def check_schema(self) -> None:
-        with self.connection() as conn:
-            migrations.check(conn, self.prefix)
-
-    def schema_script(self, after: int = 0, made_by: str = "venturi") -> str:
-        return migrations.schema_script(self.prefix, after, self.migration_lock_timeout, made_by)
-
-    def drop_prefix(self) -> None:
-        self._fetch("drop_prefix")
-
-    def ping(self) -> str:
-        with self.connection() as conn:
-            _run(conn, sqlfiles.query("now", self.prefix))  # a pooled connection may be stale
-            return conn.info.parameter_status("server_version") or "?"
+            return run_statement(conn, sqlfiles.query(name, self.prefix), params)
 
     # -- enqueue ----------------------------------------------------------------------
 
     def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
         job_id = new_id()
         if conn is not None:
-            with _mapped_errors():
+            with mapped_errors():
                 return self._enqueuer.enqueue(conn, job, job_id)
         return self._write_own(
             lambda own: self._enqueuer.enqueue(own, job, job_id),
@@ -227,7 +194,7 @@ class PostgresStore:
     ) -> list[ULID]:
         ids = [new_id() for _ in jobs]
         if conn is not None:
-            with _mapped_errors():
+            with mapped_errors():
                 return self._enqueuer.enqueue_many(conn, jobs, ids)
         plain = [i for i, j in zip(ids, jobs, strict=True) if j.dedup_key is None]
         return self._write_own(
@@ -299,7 +266,7 @@ class PostgresStore:
 
     def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
         if settlement.action is SettleAction.COMPLETE:
-            done = _while_busy(lambda: self._complete_one(claim, settlement))
+            done = while_busy(lambda: self._complete_one(claim, settlement))
             return Outcome.COMPLETED if done else None
         carry = settlement.carry_json
         params = {
@@ -314,9 +281,9 @@ class PostgresStore:
             "note": settlement.note,
         }
         name = _SETTLE_FILES[settlement.action]
-        return _while_busy(lambda: self._repend(name, params))
+        return while_busy(lambda: self._repend(name, params))
 
-    def _repend(self, name: str, params: dict[str, Any]) -> Outcome | _Busy | None:
+    def _repend(self, name: str, params: dict[str, Any]) -> Outcome | Busy | None:
         """Run a statement that may put a job back to pending: the journal outcome when
         it applied, None when fenced out, `BUSY` when another session held the row locked.
 
@@ -338,7 +305,7 @@ class PostgresStore:
             return None
         return BUSY if rows[0][0] is None else Outcome(rows[0][0])
 
-    def _complete_one(self, claim: Claim, settlement: Settlement) -> bool | _Busy:
+    def _complete_one(self, claim: Claim, settlement: Settlement) -> bool | Busy:
         outcome = self.complete_many([(claim, settlement)])
         return BUSY if outcome.busy else claim.job_id in outcome.applied
 
@@ -389,37 +356,12 @@ class PostgresStore:
         # A row locked meanwhile is left for the next scan: one lock never stalls the reaper.
         return None if outcome is BUSY else outcome
 
-    def next_visible_at(
-        self, kinds: Sequence[str], priority_floor: int | None = None
-    ) -> datetime | None:
-        """When the next pending job of ``kinds`` (at or above ``priority_floor``) is due."""
-        return self._next_visible(kinds, priority_floor)[0]
-
-    def seconds_until_visible(
-        self, kinds: Sequence[str], priority_floor: int | None = None
-    ) -> float | None:
-        """Database-clock seconds until a pending job of ``kinds`` at or above
-        ``priority_floor`` is due (0 if one is already); None when none is pending."""
-        visible_at, now = self._next_visible(kinds, priority_floor)
-        if visible_at is None or now is None:
-            return None
-        return max(0.0, (visible_at - now).total_seconds())
-
-    def _next_visible(
-        self, kinds: Sequence[str], priority_floor: int | None
-    ) -> tuple[datetime | None, datetime | None]:
-        if not kinds:
-            return None, None
-        floor = SMALLINT_MIN if priority_floor is None else priority_floor
-        rows = self._fetch("next_visible_at", {"kinds": list(kinds), "priority_floor": floor})
-        return (rows[0][0], rows[0][1]) if rows else (None, None)
-
     def sibling(self, pool_size: int = 1) -> PostgresStore:
         """A store on the same database and prefix with a small pool of its own (built
         from the same connection parameters), for work a busy main pool must not starve."""
         conninfo, kwargs = self.connection_params()
         name = f"venturi-{self.prefix.name}-side"
-        pool = _new_pool(conninfo, kwargs, pool_size, self.pool.timeout, name)
+        pool = new_pool(conninfo, kwargs, pool_size, self.pool.timeout, name)
         open_owned(pool)
         return PostgresStore(
             pool,
@@ -439,182 +381,7 @@ class PostgresStore:
             listen_dsn=self.listen_dsn,
         )
 
-    def now(self) -> datetime:
-        value: datetime = self._fetch("now")[0][0]
-        return value
-
-    def notifier(self) -> PostgresNotifier:
-        """A new listener built from the pool's own connection parameters (TLS included),
-        or from ``listen_dsn`` when set (straight to the server past a transaction-pooling
-        proxy), with the pool's connect keywords under the ones that DSN sets itself."""
-        conninfo, kwargs = self.connection_params()
-        if self.listen_dsn is None:
-            return PostgresNotifier(conninfo, kwargs, self.prefix)
-        own = parse_dsn(self.listen_dsn, "listen_dsn")
-        kwargs = {**connect_defaults(own), **kwargs}
-        kwargs = {k: v for k, v in kwargs.items() if k not in own}
-        return PostgresNotifier(self.listen_dsn, kwargs, self.prefix)
-
-    def connection_params(self) -> tuple[str, dict[str, Any]]:
-        """The pool's conninfo and connect keywords (less autocommit), resolving a pool
-        configured with callables, so side connections match the pool's (TLS included)."""
-        conninfo = self.pool.conninfo() if callable(self.pool.conninfo) else self.pool.conninfo
-        raw = self.pool.kwargs() if callable(self.pool.kwargs) else self.pool.kwargs
-        kwargs = {k: v for k, v in (raw or {}).items() if k != "autocommit"}
-        return conninfo, kwargs
-
-    def notify(self, payload: str) -> None:
-        self._fetch("notify", {"payload": payload})
-
-    # -- reading and housekeeping -----------------------------------------------------
-
-    def get(self, job_id: JobId) -> JobRecord | None:
-        rows = self._fetch("get", {"id": to_uuid(job_id)})
-        return JobRecord.from_row(rows[0]) if rows else None
-
-    def journal(self, job_id: JobId) -> list[JournalRecord]:
-        return [JournalRecord.from_row(r) for r in self._fetch("journal", {"id": to_uuid(job_id)})]
-
-    def last_notes(self, job_ids: Sequence[JobId]) -> dict[ULID, str]:
-        """Each job's latest non-empty journal note (jobs without one are left out)."""
-        if not job_ids:
-            return {}
-        rows = self._fetch("last_notes", {"ids": [to_uuid(i) for i in job_ids]})
-        return {ULID.from_uuid(row[0]): row[1] for row in rows}
-
-    def history(
-        self, filter: HistoryFilter, before: HistoryCursor | None = None, limit: int = 50
-    ) -> list[JobRecord]:
-        params = {
-            "kind": filter.kind,
-            "status": None if filter.status is None else filter.status.value,
-            "finished_since": filter.finished_since,
-            "finished_until": filter.finished_until,
-            "before_id": None if before is None else before.id.to_uuid(),
-            "limit": limit,
-        }
-        return [JobRecord.from_row(r) for r in self._fetch("history", params)]
-
-    def cleanup(self, criteria: CleanupCriteria, batch: int = 1000) -> int:
-        _check_batch(batch, "cleanup")
-        params = {
-            "finished_before": criteria.finished_before,
-            "kind": criteria.kind,
-            "status": None if criteria.status is None else criteria.status.value,
-            "batch": batch,
-        }
-        total = 0
-        while True:
-            deleted = int(self._fetch("cleanup", params)[0][0])
-            total += deleted
-            if deleted < batch:
-                return total
-
-    def stats(self) -> StatsSnapshot:
-        rows = self._fetch("stats")
-        kinds = tuple(KindStats(*row[:8]) for row in rows)
-        taken_at = rows[0][8] if rows else self.now()
-        return StatsSnapshot(kinds, taken_at)
-
-    def cancel(self, job_id: JobId, note: str | None = None) -> bool:
-        return bool(self._fetch("cancel", {"id": to_uuid(job_id), "note": note}))
-
-    def requeue(self, job_id: JobId, note: str | None = None) -> bool:
-        try:
-            return bool(self._fetch("requeue", {"id": to_uuid(job_id), "note": note}))
-        except errors.UniqueViolation as exc:
-            raise DuplicateJob(
-                f"job {job_id} cannot be requeued: another pending job holds its dedup key"
-            ) from exc
-
-    def requeue_dead(
-        self, kind: str | None = None, note: str | None = None, batch: int = 1000
-    ) -> int:
-        """Requeue every job dead now (of ``kind``), in bounded batches; returns the count.
-
-        A dead job whose dedup key a pending job holds stays dead.
-        """
-        _check_batch(batch, "requeue")
-        params = {"kind": kind, "dead_before": self.now(), "note": note, "batch": batch}
-        total = 0
-        races = 0
-        while True:
-            try:
-                count = len(self._fetch("requeue_dead", params))
-            except errors.UniqueViolation as exc:
-                # An enqueue took a key mid-statement; nothing changed, so try again.
-                races += 1
-                if races > 20:
-                    raise DuplicateJob("requeue kept racing enqueues for dedup keys") from exc
-                continue
-            total += count
-            if count < batch:
-                return total
-
     def close(self) -> None:
         """Close the pool if this store opened it; a borrowed pool is left alone."""
         if self.owns_pool:
             self.pool.close()
-
-
-class _Busy(enum.Enum):
-    """Another session held the row locked: nothing changed, try again."""
-
-    BUSY = "busy"
-
-
-BUSY: Final = _Busy.BUSY
-
-
-def _while_busy(step: Callable[[], T | _Busy]) -> T:
-    """Run ``step`` until the row it settles is free, as a one-row UPDATE would wait for
-    it (the statements themselves skip locked rows, so they never deadlock)."""
-    failures = 0
-    while True:
-        result = step()
-        if not isinstance(result, _Busy):
-            return result
-        failures += 1
-        time.sleep(_BUSY_BACKOFF.delay(failures))
-
-
-@contextmanager
-def _mapped_errors() -> Iterator[None]:
-    """Raise psycopg errors of a caller's connection as venturi's, never retried: the
-    caller's transaction is aborted and only the caller may roll it back."""
-    try:
-        yield
-    except psycopg.Error as exc:
-        raise retrying.store_error(exc) from exc
-
-
-def _new_pool(
-    conninfo: str, kwargs: dict[str, Any], size: int, timeout: float, name: str
-) -> ConnectionPool[Any]:
-    """An unopened pool of autocommit connections: each statement is its own transaction."""
-    return ConnectionPool(
-        conninfo,
-        min_size=min(2, size),
-        max_size=size,
-        kwargs={**kwargs, "autocommit": True},
-        timeout=timeout,
-        reconnect_timeout=RECONNECT_TIMEOUT,
-        name=name,
-        open=False,
-    )
-
-
-def _check_batch(batch: object, operation: str) -> None:
-    # A batch of 0 changes nothing yet never comes back "short": the loop would not end.
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ConfigurationError(f"{operation} batch must be a positive int, got {batch!r}")
-
-
-def _run(
-    conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
-) -> list[tuple[Any, ...]]:
-    """Run one statement. Pool connections autocommit, or (a borrowed pool's) commit when
-    `ConnectionPool.connection` returns them, so each statement is its own transaction."""
-    with conn.cursor(row_factory=tuple_row) as cur:
-        cur.execute(query, params)
-        return cur.fetchall() if cur.description else []

@@ -10,8 +10,6 @@ from psycopg import Connection
 from ulid import ULID
 
 from venturi.models import (
-    BatchOutcome,
-    Claim,
     CleanupCriteria,
     HistoryCursor,
     HistoryFilter,
@@ -20,10 +18,10 @@ from venturi.models import (
     JournalRecord,
     NewJob,
     Outcome,
-    Settlement,
     StatsSnapshot,
 )
 from venturi.prefix import Prefix
+from venturi.settlements import BatchOutcome, Claim, Settlement
 
 
 class Notifier(Protocol):

@@ -12,7 +12,8 @@ from typing import Final
 import attrs
 
 from venturi.errors import StoreError, StoreUnavailable
-from venturi.models import Outcome, Settlement
+from venturi.models import Outcome
+from venturi.settlements import Settlement
 from venturi.store import retrying
 from venturi.store.protocol import Store
 from venturi.worker.held import HeldJob

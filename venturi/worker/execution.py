@@ -9,9 +9,10 @@ from typing import Any
 from venturi.backoff import delay_for
 from venturi.context import JobContext, activate, deactivate
 from venturi.errors import InvalidJob, InvalidPayload
-from venturi.models import JobRecord, Settlement
+from venturi.models import JobRecord
 from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import JobDefinition
+from venturi.settlements import Settlement
 
 logger = logging.getLogger("venturi.worker")
 

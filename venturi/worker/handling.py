@@ -10,7 +10,7 @@ import time
 import attrs
 
 from venturi.events import WorkerEvents
-from venturi.models import SettleAction, Settlement
+from venturi.settlements import SettleAction, Settlement
 from venturi.worker.completer import Completer
 from venturi.worker.deadlines import Deadlines
 from venturi.worker.dispatcher import Dispatcher

@@ -9,8 +9,9 @@ import attrs
 from ulid import ULID
 
 from venturi.context import JobContext
-from venturi.models import Claim, JobRecord
+from venturi.models import JobRecord
 from venturi.registry import JobDefinition
+from venturi.settlements import Claim
 
 
 @attrs.define(eq=False)

@@ -24,8 +24,9 @@ from venturi.errors import (
     first_line,
 )
 from venturi.events import WorkerEvents
-from venturi.models import SMALLINT_MAX, SMALLINT_MIN, JobRecord, Settlement
+from venturi.models import SMALLINT_MAX, SMALLINT_MIN, JobRecord
 from venturi.registry import JobDefinition
+from venturi.settlements import Settlement
 from venturi.store.protocol import Notifier, Store
 from venturi.worker.completer import Completer
 from venturi.worker.deadlines import Deadlines

@@ -12,7 +12,8 @@ import attrs
 
 from venturi.errors import StoreError, first_line
 from venturi.events import WorkerEvents
-from venturi.models import Outcome, Settlement
+from venturi.models import Outcome
+from venturi.settlements import Settlement
 from venturi.store import retrying
 from venturi.store.protocol import Store
 from venturi.worker.execution import job_extra
