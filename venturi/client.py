@@ -36,7 +36,8 @@ from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.protocol import Store
 from venturi.worker.execution import execute
-from venturi.worker.runtime import Worker, default_name
+from venturi.worker.options import default_name
+from venturi.worker.runtime import Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -7,11 +7,9 @@ import logging
 import os
 import queue
 import signal
-import socket
 import threading
 import time
 import types
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -24,7 +22,7 @@ from venturi.errors import (
     first_line,
 )
 from venturi.events import WorkerEvents
-from venturi.models import SMALLINT_MAX, SMALLINT_MIN, JobRecord
+from venturi.models import JobRecord
 from venturi.registry import JobDefinition
 from venturi.settlements import Settlement
 from venturi.store.protocol import Notifier, Store
@@ -34,11 +32,12 @@ from venturi.worker.dispatcher import Dispatcher
 from venturi.worker.handling import HandlerLoop, stop_timed_out
 from venturi.worker.heartbeat import Heartbeat
 from venturi.worker.held import HeldJob, HeldJobs
+from venturi.worker.options import check_options, default_name, heartbeat_every_for, resolve_kinds
 from venturi.worker.periodic import Periodic
 from venturi.worker.prefetch import Prefetch
 from venturi.worker.reaper import Reaper
 from venturi.worker.settling import Settler
-from venturi.worker.supervision import Supervisor
+from venturi.worker.supervision import Supervisor, join_by, run_hooks
 
 logger = logging.getLogger("venturi.worker")
 
@@ -52,10 +51,6 @@ class _State(enum.Enum):
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
-
-
-def default_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 class Worker:
@@ -91,18 +86,14 @@ class Worker:
         events: WorkerEvents | None = None,
         owner_pid: int | None = None,
     ) -> None:
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
-        if priority_floor is not None and not SMALLINT_MIN <= priority_floor <= SMALLINT_MAX:
-            raise ConfigurationError(f"priority_floor {priority_floor} is outside smallint range")
-        if not poll_interval > 0 or not reaper_interval > 0:
-            raise ConfigurationError("poll_interval and reaper_interval must be positive")
-        if heartbeat_interval is not None and not heartbeat_interval > 0:
-            raise ConfigurationError(
-                f"heartbeat_interval must be positive, got {heartbeat_interval}"
-            )
-        if prefetch is not None and prefetch < 0:
-            raise ConfigurationError(f"prefetch must be >= 0, got {prefetch}")
+        check_options(
+            concurrency=concurrency,
+            priority_floor=priority_floor,
+            poll_interval=poll_interval,
+            reaper_interval=reaper_interval,
+            heartbeat_interval=heartbeat_interval,
+            prefetch=prefetch,
+        )
         # None: sized from the observed job and claim durations (see venturi.worker.prefetch).
         self.prefetch = Prefetch(concurrency, prefetch)
         self.store = store
@@ -165,27 +156,6 @@ class Worker:
 
     # -- lifecycle --------------------------------------------------------------------
 
-    def _resolve_kinds(self) -> dict[str, float]:
-        kinds = self.requested_kinds or list(self.definitions)
-        unknown = [k for k in kinds if k not in self.definitions]
-        if unknown:
-            raise ConfigurationError(f"no handler registered for kinds: {', '.join(unknown)}")
-        if not kinds:
-            raise ConfigurationError("the worker has no kinds to run: register a job first")
-        return {k: self.definitions[k].lease for k in kinds}
-
-    def _heartbeat_every(self, leases: dict[str, float]) -> float:
-        """At most a third of the shortest lease, so two beats can miss before it lapses."""
-        shortest = min(leases.values())
-        if self.heartbeat_interval is None:
-            return shortest / 3
-        if self.heartbeat_interval > shortest / 3:
-            raise ConfigurationError(
-                f"heartbeat_interval {self.heartbeat_interval}s must be at most a third of "
-                f"the shortest lease ({shortest}s)"
-            )
-        return self.heartbeat_interval
-
     def start(self) -> Worker:
         """Start the worker's threads and return at once.
 
@@ -200,8 +170,8 @@ class Worker:
         with self._lock:
             if self._state is not _State.NEW:
                 raise ConfigurationError(f"worker already {self._state.value}; make a new one")
-            leases = self._resolve_kinds()
-            heartbeat_every = self._heartbeat_every(leases)
+            leases = resolve_kinds(self.requested_kinds, self.definitions)
+            heartbeat_every = heartbeat_every_for(leases, self.heartbeat_interval)
             self._state = _State.RUNNING
         try:
             self.store.check_schema()
@@ -314,7 +284,7 @@ class Worker:
             held.ctx.stopping.set()
         for _ in self._threads:
             self._ready.put(_SENTINEL)
-        self._join_handlers(deadline)
+        join_by(self._threads, deadline, self._force)
         still_running = [h for h in self.held.snapshot() if h.running and not h.lost]
         assert self._settler is not None
         for held in still_running:
@@ -346,19 +316,7 @@ class Worker:
 
     def _run_stop_hooks(self) -> None:
         hooks, self.stop_hooks = self.stop_hooks, []
-        for hook in hooks:
-            try:
-                hook()
-            except Exception:
-                logger.exception("stop hook %r of worker %s failed", hook, self.name)
-
-    def _join_handlers(self, deadline: float) -> None:
-        for thread in self._threads:
-            while thread.is_alive() and not self._force.is_set():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                thread.join(min(remaining, 0.1))
+        run_hooks(hooks, f"worker {self.name}")
 
     def _release_queued(self) -> int:
         released = 0

@@ -6,7 +6,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import attrs
@@ -75,3 +75,22 @@ class Supervisor:
                 # A stopping worker restarts at once: the body may still have work to finish.
                 if not self.stopping.is_set():
                     self.stopping.wait(_RESTART_BACKOFF.delay(len(restarts)))
+
+
+def join_by(threads: Sequence[threading.Thread], deadline: float, force: threading.Event) -> None:
+    """Join ``threads`` until the monotonic ``deadline``, or until ``force`` is set."""
+    for thread in threads:
+        while thread.is_alive() and not force.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            thread.join(min(remaining, 0.1))
+
+
+def run_hooks(hooks: Sequence[Callable[[], None]], owner: str) -> None:
+    """Call each hook once; a hook that raises is logged and the rest still run."""
+    for hook in hooks:
+        try:
+            hook()
+        except Exception:
+            logger.exception("stop hook %r of %s failed", hook, owner)
