@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from venturi.cli.support import console as stdout_console
+from venturi.cli.render import console as stdout_console
 
 # (label, venturi series, ceiling series, target ratio or None): each venturi figure
 # against the raw-SQL ceiling (or the empty-table rate) measured in the same run.

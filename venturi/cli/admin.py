@@ -8,18 +8,8 @@ from typing import Any
 
 import click
 
-from venturi.cli.support import (
-    DURATION,
-    JOB_ID,
-    CliState,
-    console,
-    echo_json,
-    pass_state,
-    require_job,
-    show_age,
-    show_time,
-    table,
-)
+from venturi.cli.render import console, echo_json, show_age, show_time, table
+from venturi.cli.support import DURATION, JOB_ID, CliState, pass_state, require_job
 from venturi.models import JobStatus, StatsSnapshot
 
 _TERMINAL = [s.value for s in JobStatus if s.terminal]

@@ -17,8 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ulid import ULID
 
 from venturi.backoff import exponential
-from venturi.cli.jobs import journal_table
-from venturi.cli.support import table
+from venturi.cli.render import journal_table, table
 from venturi.client import Queue
 from venturi.context import JobContext
 from venturi.errors import VenturiError

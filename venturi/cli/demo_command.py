@@ -16,7 +16,8 @@ import psycopg
 from rich.console import Console
 
 from venturi.cli.demo import DemoReport, drop_tables, render_report, run_demo
-from venturi.cli.support import CliState, check_reachable, console, pass_state
+from venturi.cli.render import console
+from venturi.cli.support import CliState, check_reachable, pass_state
 from venturi.client import Queue
 from venturi.prefix import Prefix
 from venturi.store.dsn import redact_dsn

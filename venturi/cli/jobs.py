@@ -12,18 +12,16 @@ import click
 from rich.table import Table
 from ulid import ULID
 
-from venturi.cli.support import (
-    DURATION,
-    JOB_ID,
-    CliState,
+from venturi.cli.render import (
     console,
     echo_json,
-    pass_state,
-    require_job,
+    journal_table,
     show_json,
     show_time,
+    summary,
     table,
 )
+from venturi.cli.support import DURATION, JOB_ID, CliState, pass_state, require_job
 from venturi.client import Queue
 from venturi.models import JobRecord, JobStatus, JournalRecord
 
@@ -104,15 +102,6 @@ def enqueue(
     click.echo(str(job_id))
 
 
-def _summary(note: str | None) -> str:
-    """One line of a journal note: a traceback's last line, or the note's first."""
-    lines = [line for line in (note or "").splitlines() if line.strip()]
-    if not lines:
-        return ""
-    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
-    return line if len(lines) == 1 else f"{line} (+{len(lines) - 1} lines)"
-
-
 def _jsonable(_record: Any, _field: Any, value: Any) -> Any:
     """An attrs value serializer: ids and statuses as text, times in ISO 8601."""
     if isinstance(value, datetime):
@@ -133,20 +122,6 @@ def _journal_json(entry: JournalRecord) -> dict[str, Any]:
         "note": entry.note,
         "attachment": entry.attachment,
     }
-
-
-def journal_table(entries: list[JournalRecord], title: str = "journal") -> Table:
-    """A journal as a table, one row per transition."""
-    grid = table("run", "outcome", "recorded", "note", "attachment", title=title)
-    for entry in entries:
-        grid.add_row(
-            str(entry.run_no),
-            entry.outcome.value,
-            show_time(entry.recorded_at),
-            _summary(entry.note),
-            show_json(entry.attachment),
-        )
-    return grid
 
 
 @click.command("job")
@@ -289,7 +264,7 @@ def dead(state: CliState, kind: str | None, limit: int, before: str | None, as_j
         return
     grid = table("id", "kind", "failures", "died", "reason")
     for r in records:
-        reason = _summary(reasons.get(r.id))
+        reason = summary(reasons.get(r.id))
         grid.add_row(str(r.id), r.kind, str(r.failure_count), show_time(r.finished_at), reason)
     console().print(grid)
     _next_page_hint(records, limit, "venturi dead")

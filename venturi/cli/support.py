@@ -1,23 +1,18 @@
 """What every `venturi` sub-command shares: the queue it works on, parameter types,
-error mapping (one line, no traceback) and output helpers."""
+error mapping (one line, no traceback) and the `--app` import."""
 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, Final
 
 import attrs
 import click
 import psycopg
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from venturi.client import DEFAULT_PREFIX, Queue
 from venturi.errors import ConfigurationError, InvalidJob, VenturiError, first_line
@@ -30,7 +25,6 @@ QueueFactory = Callable[[], Queue]
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _CLI_POOL_SIZE: Final = 2
-_PIPE_WIDTH: Final = 200
 
 
 def parse_duration(text: str) -> float:
@@ -209,55 +203,3 @@ def import_queue(spec: str) -> Queue:
             f"--app {spec} is a {type(target).__name__}, not a venturi.Queue"
         )
     return target
-
-
-def console() -> Console:
-    """A console on the current stdout (so click's test runner captures it). Piped
-    output gets wide lines rather than rich's 80 columns, so tables stay one row a job."""
-    stream = sys.stdout  # click.get_text_stream is deprecated from click 8.5
-    width = None if stream.isatty() or "COLUMNS" in os.environ else _PIPE_WIDTH
-    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
-
-
-def table(*columns: str, title: str | None = None, footer: bool = False) -> Table:
-    """A plain table (rule under the header, no frame), the first column never wrapped."""
-    grid = Table(
-        title=title,
-        title_justify="left",
-        box=box.SIMPLE if footer else box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
-        show_footer=footer,
-    )
-    for index, name in enumerate(columns):
-        grid.add_column(name, no_wrap=index == 0, overflow="fold")
-    return grid
-
-
-def show_time(value: datetime | None) -> str:
-    return "" if value is None else value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-
-
-def show_age(seconds: float | None) -> str:
-    """``3d4h``, ``5m12s``, ``0.4s``: a short human age."""
-    if seconds is None:
-        return ""
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    whole = int(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h"
-    if hours:
-        return f"{hours}h{minutes}m"
-    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
-
-
-def show_json(value: Any) -> str:
-    return "" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False))
