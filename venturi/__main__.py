@@ -1,5 +1,5 @@
 """`python -m venturi` runs the `venturi` command."""
 
-from venturi.cli.main import main
+from venturi.cli import main
 
 main()
