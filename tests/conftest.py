@@ -16,9 +16,9 @@ from tests.support import (
     fresh_prefix,
     server_answers,
 )
-from venturi.embedded import embedded_server
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.embedded import embedded_server
+from venturi.store.postgres import PostgresStore
 
 # pytest-postgresql's no-process fixture creates a template database named after
 # ``dbname`` and drops it at exit. A per-run name keeps two runs on one machine (or a run

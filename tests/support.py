@@ -14,10 +14,10 @@ from typing import Any, LiteralString, TypeVar
 import psycopg
 import psycopg.sql
 
-from venturi import sqlfiles
-from venturi.pgstore import PostgresStore
+from venturi.client import Queue
 from venturi.prefix import Prefix
-from venturi.queue import Queue
+from venturi.store import sqlfiles
+from venturi.store.postgres import PostgresStore
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL: pyproject's markers and `venturi.embedded` agree on where a
+"""The embedded PostgreSQL: pyproject's markers and `venturi.store.embedded` agree on where a
 wheel exists, and where none can run the error says what to do (no database needed)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from venturi import embedded
-from venturi.embedded import EmbeddedUnavailable, has_wheel
+from venturi.store import embedded
+from venturi.store.embedded import EmbeddedUnavailable, has_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,11 +10,11 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "venturi"
 # Modules behind the door: the SQL loader and the store built on it.
-BEHIND_THE_DOOR = frozenset({"venturi.sqlfiles", "venturi.pgstore"})
+BEHIND_THE_DOOR = frozenset({"venturi.store.sqlfiles", "venturi.store.postgres"})
 
 
 def tool_modules() -> list[Path]:
-    tools = [*PACKAGE.glob("cli*.py"), *PACKAGE.glob("bench*.py"), PACKAGE / "demo.py"]
+    tools = [*PACKAGE.joinpath("cli").rglob("*.py"), *PACKAGE.joinpath("bench").rglob("*.py")]
     return sorted([*tools, *PACKAGE.joinpath("contrib").rglob("*.py")])
 
 
@@ -36,7 +36,7 @@ def test_tools_and_integrations_use_only_the_store(path: Path) -> None:
 
 
 def test_the_check_finds_each_way_of_reaching_behind_the_door() -> None:
-    assert doors_used("from venturi import sqlfiles") == {"venturi.sqlfiles"}
-    assert doors_used("import venturi.pgstore") == {"venturi.pgstore"}
-    assert doors_used("from venturi.pgstore import redact_dsn") == {"venturi.pgstore"}
-    assert doors_used("from venturi.store import Store\nimport venturi") == set()
+    assert doors_used("from venturi.store import sqlfiles") == {"venturi.store.sqlfiles"}
+    assert doors_used("import venturi.store.postgres") == {"venturi.store.postgres"}
+    assert doors_used("from venturi.store.postgres import redact_dsn") == {"venturi.store.postgres"}
+    assert doors_used("from venturi.store.protocol import Store\nimport venturi") == set()

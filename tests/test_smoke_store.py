@@ -1,5 +1,5 @@
 from venturi.models import NewJob
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 
 def test_enqueue_and_claim(store: PostgresStore) -> None:

@@ -3,6 +3,7 @@
 import logging
 
 from venturi.backoff import constant, exponential
+from venturi.client import Queue
 from venturi.context import JobContext, current_job
 from venturi.errors import (
     ConfigurationError,
@@ -30,9 +31,8 @@ from venturi.models import (
     StatsSnapshot,
 )
 from venturi.outcomes import Fail, Pause, Retry
-from venturi.queue import Queue
 from venturi.registry import JobFunction
-from venturi.worker import Worker
+from venturi.worker.runtime import Worker
 
 logging.getLogger("venturi").addHandler(logging.NullHandler())
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from venturi.models import JobRecord, Outcome, Settlement
+from venturi.models import JobRecord, Outcome
+from venturi.settlements import Settlement
 
 
 class WorkerEvents:

@@ -28,7 +28,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from venturi.errors import ConfigurationError
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord, Outcome, Settlement, StatsSnapshot
+from venturi.models import JobRecord, Outcome, StatsSnapshot
+from venturi.settlements import Settlement
 
 logger = logging.getLogger("venturi.metrics")
 

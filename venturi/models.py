@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import enum
-import functools
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -15,7 +14,7 @@ from ulid import ULID
 
 from venturi.durations import Duration, require_aware, require_storable, to_seconds
 from venturi.errors import InvalidJob
-from venturi.payload import encode_json, encode_payload
+from venturi.payload import encode_payload
 
 SMALLINT_MIN: Final = -32768
 SMALLINT_MAX: Final = 32767
@@ -231,141 +230,6 @@ class JournalRecord:
         return cls(
             row[0], ULID.from_uuid(row[1]), row[2], row[3], row[4], Outcome(row[5]), row[6], row[7]
         )
-
-
-class _Keep:
-    """Marker: leave the job's carry as it is."""
-
-    def __repr__(self) -> str:
-        return "KEEP"
-
-
-KEEP: Final = _Keep()
-
-
-class SettleAction(enum.StrEnum):
-    COMPLETE = "complete"
-    RETRY = "retry"
-    PAUSE = "pause"
-    DEAD = "dead"
-    RELEASE = "release"
-
-
-_OUTCOMES: Final = {
-    SettleAction.COMPLETE: Outcome.COMPLETED,
-    SettleAction.RETRY: Outcome.RETRIED,
-    SettleAction.PAUSE: Outcome.PAUSED,
-    SettleAction.DEAD: Outcome.DEAD,
-    SettleAction.RELEASE: Outcome.RELEASED,
-}
-
-
-@attrs.frozen
-class Settlement:
-    """How a claimed run ends. Built with the named constructors, applied by the store."""
-
-    action: SettleAction
-    delay: float | None = None
-    at: datetime | None = None
-    carry: Any = KEEP
-    note: str | None = None
-    attachment: Any = None
-
-    # Encoded once, when the worker checks the outcome is storable, and reused by the
-    # store's statement: a completion's attachment is never serialised twice.
-    @functools.cached_property
-    def carry_json(self) -> str | None:
-        """The new carry as JSON text, or None when the carry is kept."""
-        if self.carry is KEEP:
-            return None
-        return encode_json(self.carry, "carry")
-
-    @functools.cached_property
-    def attachment_json(self) -> str | None:
-        """The attachment as JSON text, or None; raises `InvalidPayload` if unstorable."""
-        return None if self.attachment is None else encode_json(self.attachment, "attachment")
-
-    @property
-    def requested(self) -> Outcome:
-        """The journal outcome this settlement asks for. What applied is the store's
-        answer (`Store.settle`): a retry of the last allowed attempt records ``dead``."""
-        return _OUTCOMES[self.action]
-
-    @classmethod
-    def complete(cls, attachment: Any = None, note: str | None = None) -> Settlement:
-        return cls(SettleAction.COMPLETE, attachment=attachment, note=note)
-
-    @classmethod
-    def retry(cls, delay: Duration = 0, carry: Any = KEEP, note: str | None = None) -> Settlement:
-        """Count a failure and re-pend after ``delay``; dead once max_attempts is reached."""
-        return cls(
-            SettleAction.RETRY, delay=to_seconds(delay, "retry delay"), carry=carry, note=note
-        )
-
-    @classmethod
-    def pause(
-        cls,
-        delay: Duration | None = None,
-        at: datetime | None = None,
-        carry: Any = KEEP,
-        note: str | None = None,
-    ) -> Settlement:
-        """Re-pend without counting a failure, visible after ``delay`` or at ``at``."""
-        if delay is not None and at is not None:
-            raise InvalidJob("give either after or until, not both")
-        if at is not None:
-            require_storable(at, "until")
-            return cls(SettleAction.PAUSE, at=at, carry=carry, note=note)
-        seconds = 0.0 if delay is None else to_seconds(delay, "pause delay")
-        return cls(SettleAction.PAUSE, delay=seconds, carry=carry, note=note)
-
-    @classmethod
-    def dead(cls, note: str | None = None) -> Settlement:
-        return cls(SettleAction.DEAD, note=note)
-
-    @classmethod
-    def release(cls, note: str | None = None) -> Settlement:
-        """Hand a claimed job back untouched (never started, or stopping)."""
-        return cls(SettleAction.RELEASE, note=note)
-
-
-@attrs.frozen
-class Claim:
-    """The fencing token of one run: which job, which worker, which epoch."""
-
-    job_id: ULID
-    claimed_by: str
-    run_count: int
-
-    @classmethod
-    def of(cls, job: JobRecord) -> Claim:
-        if job.claimed_by is None:
-            raise InvalidJob(f"job {job.id} is not claimed")
-        return cls(job.id, job.claimed_by, job.run_count)
-
-
-@attrs.frozen
-class BatchOutcome:
-    """What a statement over many runs (renew leases, complete) did to each of them.
-
-    ``applied``: changed. ``busy``: still held by its run, but its row was locked by
-    another session, so it was skipped untouched; try again later. Any other run of the
-    batch has lost its claim (fenced out).
-    """
-
-    applied: frozenset[ULID] = frozenset()
-    busy: frozenset[ULID] = frozenset()
-
-    def kept(self, job_id: ULID) -> bool:
-        """The run still holds its claim (changed, or skipped while locked)."""
-        return job_id in self.applied or job_id in self.busy
-
-    @classmethod
-    def from_rows(cls, rows: Sequence[tuple[Any, ...]]) -> BatchOutcome:
-        """From ``(id, applied)`` rows."""
-        applied = frozenset(ULID.from_uuid(r[0]) for r in rows if r[1])
-        busy = frozenset(ULID.from_uuid(r[0]) for r in rows if not r[1])
-        return cls(applied, busy)
 
 
 def _cursor_id(value: JobId) -> ULID:

@@ -7,7 +7,7 @@ from typing import Any
 
 from venturi.durations import Duration, require_storable, to_seconds
 from venturi.errors import InvalidJob
-from venturi.models import KEEP
+from venturi.settlements import KEEP
 
 
 class Retry(Exception):

@@ -14,11 +14,11 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from venturi import bench_workloads
-from venturi.bench import WORKLOADS, bench_command
-from venturi.bench_report import COMPARISONS, LIMITS
-from venturi.bench_support import BenchFailure, Ledger, new_prefix, percentile
-from venturi.cli import build_cli
+from venturi.bench import workloads as bench_workloads
+from venturi.bench.command import WORKLOADS, bench_command
+from venturi.bench.report import COMPARISONS, LIMITS
+from venturi.bench.support import BenchFailure, Ledger, new_prefix, percentile
+from venturi.cli.main import build_cli
 
 EXPECTED_SERIES = {
     "enqueue",

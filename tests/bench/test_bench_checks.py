@@ -9,10 +9,10 @@ from typing import LiteralString
 
 import pytest
 
-from venturi.bench_ceilings import Ceilings
-from venturi.bench_support import BenchFailure, BenchSettings, compose
-from venturi.bench_worker import drive
-from venturi.bench_workloads import VenturiBench
+from venturi.bench.ceilings import Ceilings
+from venturi.bench.support import BenchFailure, BenchSettings, compose
+from venturi.bench.worker import drive
+from venturi.bench.workloads import VenturiBench
 
 JOBS = 20
 

@@ -3,7 +3,7 @@ ones, fixed when the worker was given a number. Pure logic, no database."""
 
 from __future__ import annotations
 
-from venturi.prefetch import MIN_CEILING, Prefetch
+from venturi.worker.prefetch import MIN_CEILING, Prefetch
 
 
 def test_the_floor_until_both_durations_are_known() -> None:

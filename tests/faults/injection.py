@@ -35,8 +35,8 @@ from psycopg.conninfo import make_conninfo
 from ulid import ULID
 
 from venturi.models import NewJob
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.postgres import PostgresStore
 
 SETTING_MS: Final = 50
 

@@ -13,7 +13,7 @@ from ulid import ULID
 import venturi
 from tests.faults import ledger
 from tests.support import wait_until
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 T = TypeVar("T")
 

@@ -24,8 +24,8 @@ from urllib.parse import quote, urlencode
 
 import psycopg
 
-from venturi.embedded import SYSTEM_USER, ensure_system_user
-from venturi.embedded import bin_dir as embedded_bin_dir
+from venturi.store.embedded import SYSTEM_USER, ensure_system_user
+from venturi.store.embedded import bin_dir as embedded_bin_dir
 
 SUPERUSER: Final = "postgres"
 _HBA: Final = """\

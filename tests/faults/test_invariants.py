@@ -12,8 +12,9 @@ from ulid import ULID
 
 from tests.faults import invariants, ledger
 from tests.support import Probe
-from venturi.models import Claim, NewJob, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.models import NewJob
+from venturi.settlements import Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 
 @pytest.fixture

@@ -10,15 +10,15 @@ import pytest
 from ulid import ULID
 
 import venturi
-import venturi.notifier
+import venturi.store.notifier
 from tests.faults import invariants
 from tests.faults.proxy import BlackholeProxy
 from tests.faults.scenario import Watch, ledger_queue, start_latency
 from tests.faults.server import ThrowawayServer
 from tests.support import wait_until
-from venturi.notifier import PostgresNotifier
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.notifier import PostgresNotifier
+from venturi.store.postgres import PostgresStore
 
 KILLS = 5
 POLL_INTERVAL = 30.0  # long, so a prompt start proves a wakeup rather than a poll
@@ -92,8 +92,8 @@ def test_silent_listener_loss_is_noticed_by_the_ping(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     ping_interval, ping_timeout, poll = 1.0, 2.0, 5.0
-    monkeypatch.setattr(venturi.notifier, "PING_INTERVAL", ping_interval)
-    monkeypatch.setattr(venturi.notifier, "PING_TIMEOUT", ping_timeout)
+    monkeypatch.setattr(venturi.store.notifier, "PING_INTERVAL", ping_interval)
+    monkeypatch.setattr(venturi.store.notifier, "PING_TIMEOUT", ping_timeout)
     dsn = own_server.dsn
     store = _ListenThroughProxy.from_dsn(dsn, Prefix(own_prefix), pool_size=4)
     assert isinstance(store, _ListenThroughProxy)

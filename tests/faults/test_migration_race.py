@@ -16,7 +16,7 @@ import pytest
 
 from tests.faults.fleet import REPO_ROOT
 from tests.support import drop_prefix, fresh_prefix
-from venturi.migrations import known_migrations
+from venturi.store.migrations import known_migrations
 
 _MIGRATE = (
     "import json, sys, venturi\n"

@@ -69,7 +69,7 @@ def _text_built(node: ast.expr) -> bool:
 
 
 def _sql_source_ok(node: ast.expr, literal_params: set[str]) -> bool:
-    """What ``sql.SQL`` may wrap: a literal, a file loaded by venturi.sqlfiles (``text``),
+    """What ``sql.SQL`` may wrap: a literal, a file loaded by venturi.store.sqlfiles (``text``),
     or a parameter typed ``LiteralString`` (so mypy holds every caller to a literal)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return True

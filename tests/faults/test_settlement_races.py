@@ -23,9 +23,10 @@ from psycopg import sql
 
 from tests.faults import invariants
 from tests.faults.server import ThrowawayServer
-from venturi.models import BatchOutcome, Claim, JobRecord, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.models import JobRecord, NewJob, Outcome
 from venturi.prefix import Prefix
+from venturi.settlements import BatchOutcome, Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 THREADS = 64
 ROUNDS = 200

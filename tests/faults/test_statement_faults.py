@@ -30,8 +30,8 @@ from tests.faults.workload import (
     threads_before,
 )
 from tests.support import wait_until
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.postgres import PostgresStore
 
 LEASE: Final = 1.2  # a heartbeat every 0.4 s: the batch's long runs see one or two
 CONCURRENCY: Final = 4

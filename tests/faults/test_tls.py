@@ -15,7 +15,7 @@ from tests.faults.certs import Authority
 from tests.faults.scenario import Watch, ledger_queue, start_latency
 from tests.faults.server import ThrowawayServer
 from tests.support import postgres_store, wait_until
-from venturi.notifier import PostgresNotifier
+from venturi.store.notifier import PostgresNotifier
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import json
 
 from click.testing import CliRunner, Result
 
-from venturi.cli import build_cli
+from venturi.cli.main import build_cli
 
 
 def _venturi(pooled_dsn: str, prefix: str, *args: str) -> Result:

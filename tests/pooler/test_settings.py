@@ -9,12 +9,12 @@ from click.testing import CliRunner
 
 import venturi
 from tests.support import postgres_store
-from venturi.cli import build_cli
-from venturi.cli_support import CliState, pass_state
+from venturi.cli.main import build_cli
+from venturi.cli.support import CliState, pass_state
 from venturi.contrib.django.conf import SettingsError, VenturiSettings
 from venturi.contrib.flask import FlaskSettings
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.postgres import PostgresStore
 
 
 def test_preparation_is_off_unless_asked_for(database_dsn: str, prefix: str) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.support import Listener, Probe
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.postgres import PostgresStore
 
 
 @pytest.fixture

@@ -6,8 +6,9 @@ import pytest
 
 from tests.support import Listener, Probe
 from venturi.errors import ConfigurationError
-from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.models import JobRecord, JobStatus, NewJob, Outcome
+from venturi.settlements import BatchOutcome, Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 
 def _finished(store: PostgresStore, how: str) -> JobRecord:

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from tests.support import Probe, wait_until
 from venturi.models import JobStatus, NewJob
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 
 def test_claim_stamps_owner_lease_and_epoch(store: PostgresStore) -> None:

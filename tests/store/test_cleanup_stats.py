@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from tests.support import Probe
-from venturi.models import Claim, CleanupCriteria, NewJob, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.models import CleanupCriteria, NewJob
+from venturi.settlements import Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 FUTURE = datetime(2100, 1, 1, tzinfo=UTC)
 

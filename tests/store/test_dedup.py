@@ -10,8 +10,9 @@ import pytest
 
 from tests.support import Listener, Probe
 from venturi.errors import DuplicateJob
-from venturi.models import Claim, JobStatus, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.models import JobStatus, NewJob, Outcome
+from venturi.settlements import Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 
 def _sum(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from ulid import ULID
 
 from tests.support import Listener, Probe
 from venturi.models import JobStatus, NewJob
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 
 def test_enqueue_writes_one_pending_job_and_returns_its_ulid(

@@ -9,8 +9,9 @@ import pytest
 from ulid import ULID
 
 from tests.support import Probe
-from venturi.models import Claim, HistoryCursor, HistoryFilter, JobRecord, NewJob, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.models import HistoryCursor, HistoryFilter, JobRecord, NewJob
+from venturi.settlements import Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 
 def _all_pages(

@@ -11,8 +11,8 @@ import time
 import pytest
 from ulid import ULID
 
-from venturi import ids
-from venturi.ids import IdSource, new_id
+from venturi.store import ids
+from venturi.store.ids import IdSource, new_id
 
 RANDOM_BITS = 80
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from tests.support import Listener, Probe, drop_prefix, fresh_prefix
 from venturi.models import CleanupCriteria, HistoryFilter, NewJob
-from venturi.pgstore import PostgresStore
+from venturi.store.postgres import PostgresStore
 
 
 def test_two_prefixes_share_nothing(

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.support import Listener, Probe, wait_until
-from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.models import JobRecord, JobStatus, NewJob, Outcome
+from venturi.settlements import BatchOutcome, Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 
 def _expired(store: PostgresStore, max_attempts: int = 5) -> JobRecord:

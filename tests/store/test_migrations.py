@@ -15,10 +15,10 @@ import pytest
 
 from tests.support import Probe, drop_prefix, fresh_prefix, wait_until
 from venturi.errors import MigrationLockTimeout, SchemaError
-from venturi.migrations import known_migrations, latest_version
 from venturi.models import NewJob
-from venturi.pgstore import PostgresStore
 from venturi.prefix import MAX_PREFIX_LENGTH, Prefix
+from venturi.store.migrations import known_migrations, latest_version
+from venturi.store.postgres import PostgresStore
 
 ALL = [name for _, name in known_migrations()]
 
@@ -56,7 +56,7 @@ def test_migrate_applies_everything_once_then_is_a_no_op(
 _MIGRATE_IN_A_PROCESS = textwrap.dedent(
     """
     import json, sys
-    from venturi.pgstore import PostgresStore
+    from venturi.store.postgres import PostgresStore
     from venturi.prefix import Prefix
     store = PostgresStore.from_dsn(sys.argv[1], Prefix(sys.argv[2]), pool_size=1)
     try:

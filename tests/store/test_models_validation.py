@@ -21,15 +21,14 @@ from venturi.models import (
     MAX_KIND_LENGTH,
     SMALLINT_MAX,
     SMALLINT_MIN,
-    Claim,
     CleanupCriteria,
     HistoryFilter,
     JobStatus,
     NewJob,
-    Settlement,
 )
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.settlements import Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 NAIVE = datetime(2030, 1, 1, 12, 0)  # naive on purpose
 

@@ -14,8 +14,8 @@ import pytest
 
 from tests.support import wait_until
 from venturi.models import NewJob
-from venturi.notifier import PostgresNotifier
-from venturi.pgstore import PostgresStore
+from venturi.store.notifier import PostgresNotifier
+from venturi.store.postgres import PostgresStore
 
 
 @pytest.fixture

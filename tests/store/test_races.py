@@ -17,8 +17,9 @@ import pytest
 from ulid import ULID
 
 from tests.support import Probe
-from venturi.models import Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.models import JobRecord, JobStatus, NewJob, Outcome
+from venturi.settlements import Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 T = TypeVar("T")
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from tests.support import Listener, Probe
-from venturi.models import BatchOutcome, Claim, JobRecord, JobStatus, NewJob, Outcome, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.models import JobRecord, JobStatus, NewJob, Outcome
+from venturi.settlements import BatchOutcome, Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 ALL_SETTLEMENTS: dict[str, Callable[[], Settlement]] = {
     "complete": lambda: Settlement.complete(attachment={"sent": True}),

@@ -9,9 +9,9 @@ import attrs
 import pytest
 from psycopg import sql
 
-from venturi import sqlfiles
 from venturi.models import JobRecord
 from venturi.prefix import MAX_PREFIX_LENGTH, Prefix
+from venturi.store import sqlfiles
 
 PREFIX = Prefix("p" * MAX_PREFIX_LENGTH)
 LEFTOVER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")

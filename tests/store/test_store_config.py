@@ -11,9 +11,10 @@ from psycopg_pool import ConnectionPool
 
 from tests.support import wait_until
 from venturi.errors import StoreUnavailable
-from venturi.models import Claim, NewJob, Settlement
-from venturi.pgstore import PostgresStore
+from venturi.models import NewJob
 from venturi.prefix import Prefix
+from venturi.settlements import Claim, Settlement
+from venturi.store.postgres import PostgresStore
 
 
 def test_pool_size_caps_the_pool(database_dsn: str, prefix: str) -> None:

@@ -6,8 +6,8 @@ import psycopg
 
 from tests.support import Probe, fresh_prefix
 from venturi.models import NewJob
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.postgres import PostgresStore
 
 
 def test_ping_answers_with_the_server_version(store: PostgresStore, database_dsn: str) -> None:

@@ -20,8 +20,9 @@ SCRIPT = textwrap.dedent(
     import sys
 
     import venturi
-    from venturi.models import Claim, NewJob, Settlement
-    from venturi.pgstore import PostgresStore
+    from venturi.models import NewJob
+    from venturi.settlements import Claim, Settlement
+    from venturi.store.postgres import PostgresStore
     from venturi.prefix import Prefix
 
     dsn, prefix = sys.argv[1], sys.argv[2]

@@ -1,4 +1,4 @@
-"""The error policy (venturi.retrying) on real server errors, the retry helper, the
+"""The error policy (venturi.store.retrying) on real server errors, the retry helper, the
 supervisor that restarts worker threads, and job deadlines on their own thread."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import psycopg
 import pytest
 
 from tests.support import wait_until
-from venturi import retrying, supervision
-from venturi.deadlines import Deadlines
 from venturi.errors import SchemaError, StoreError, StoreUnavailable, WorkerFailed
-from venturi.retrying import Backoff, ErrorClass, classify, retry, store_error
+from venturi.store import retrying
+from venturi.store.retrying import Backoff, ErrorClass, classify, retry, store_error
+from venturi.worker import supervision
+from venturi.worker.deadlines import Deadlines
 
 
 @pytest.fixture

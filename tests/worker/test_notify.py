@@ -14,9 +14,9 @@ import pytest
 
 from tests.support import Probe, postgres_store, wait_until
 from venturi import Queue, Worker
-from venturi.notifier import PostgresNotifier
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.notifier import PostgresNotifier
+from venturi.store.postgres import PostgresStore
 
 POLL = 60.0
 QUICK = 15.0  # well below POLL: generous for a loaded machine, still proves the point

@@ -16,11 +16,11 @@ from ulid import ULID
 
 from tests.support import Probe, wait_until
 from venturi import JobContext, Pause, Queue, Worker
-from venturi.enqueueing import Enqueuer
 from venturi.errors import SchemaError, StoreUnavailable, WorkerFailed
 from venturi.models import NewJob
-from venturi.pgstore import PostgresStore
 from venturi.prefix import Prefix
+from venturi.store.enqueueing import Enqueuer
+from venturi.store.postgres import PostgresStore
 
 WAIT = 30.0
 POISON = "poison"

@@ -38,6 +38,7 @@ import psycopg
 from flask import Flask, current_app, has_app_context
 from ulid import ULID
 
+from venturi.client import Queue
 from venturi.contrib.settings import (
     QueueSettings,
     flag,
@@ -49,9 +50,8 @@ from venturi.contrib.settings import (
     to_positive_seconds,
 )
 from venturi.models import NewJob
-from venturi.queue import Queue
 from venturi.registry import JobFunction, JobOptions
-from venturi.worker import Worker
+from venturi.worker.runtime import Worker
 
 from .lazy import Handler, LazyQueue, Registry
 
@@ -193,7 +193,7 @@ class Venturi:
         state = _AppState(app, settings, self.registry)
         self._states[app] = state
         app.extensions[EXTENSION_KEY] = self
-        from venturi.cli import build_cli
+        from venturi.cli.main import build_cli
 
         group = build_cli(state.lazy.get)
         # `flask venturi worker` starts from the same worker settings as the in-process one.

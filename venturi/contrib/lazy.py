@@ -17,8 +17,8 @@ from typing import Any, ParamSpec, TypeVar, Unpack
 
 import attrs
 
+from venturi.client import Queue
 from venturi.errors import ConfigurationError
-from venturi.queue import Queue
 from venturi.registry import EnqueueTarget, JobDefinition, JobFunction, JobOptions
 
 P = ParamSpec("P")

@@ -14,10 +14,10 @@ from typing import Any, ClassVar, Self
 
 import attrs
 
+from venturi.client import DEFAULT_PREFIX
 from venturi.durations import to_seconds
 from venturi.errors import ConfigurationError, InvalidJob
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
-from venturi.queue import DEFAULT_PREFIX
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 

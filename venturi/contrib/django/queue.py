@@ -10,8 +10,8 @@ import psycopg
 from django.db import close_old_connections, connections, transaction
 from ulid import ULID
 
+from venturi.client import Queue
 from venturi.contrib.lazy import Handler, LazyQueue, Registry
-from venturi.queue import Queue
 from venturi.registry import JobFunction, JobOptions
 
 from .conf import VenturiSettings, connection_string

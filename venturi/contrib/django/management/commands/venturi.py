@@ -39,7 +39,7 @@ def run_cli(args: Sequence[str], prog_name: str = "manage.py venturi") -> int:
     Imports each app's ``VENTURI['AUTODISCOVER']`` modules first, so the worker knows
     every registered job.
     """
-    from venturi.cli import build_cli
+    from venturi.cli.main import build_cli
 
     autodiscover_modules(*VenturiSettings.load().autodiscover)
     group = build_cli(get_queue)

@@ -1,0 +1,173 @@
+"""The raw-SQL ceilings of `venturi bench`: what plain psycopg gets from the same server.
+
+A minimal hand-rolled queue table (identity id, kind, payload, priority, status,
+visible_at, run count, and a partial claim index) driven with the tightest statements:
+INSERT + NOTIFY in one statement per transaction, multi-row INSERT from arrays, and
+claim-and-complete in one `FOR UPDATE SKIP LOCKED` statement, one job per commit or a
+batch per commit. Each ceiling checks, like venturi's workloads, that every row was
+taken exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from venturi.bench.support import BENCH_KIND, BenchFailure, BenchSettings, compose, fetch_one
+
+CEILING_BATCH = 100
+
+_CREATE = """
+CREATE TABLE {raw} (
+    id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    kind       text        NOT NULL,
+    payload    jsonb       NOT NULL,
+    priority   smallint    NOT NULL DEFAULT 0,
+    status     text        NOT NULL DEFAULT 'pending',
+    visible_at timestamptz NOT NULL DEFAULT now(),
+    run_count  integer     NOT NULL DEFAULT 0
+);
+CREATE INDEX ON {raw} (kind, priority DESC, visible_at, id) WHERE status = 'pending'
+"""
+
+_INSERT_NOTIFY = """
+WITH inserted AS (
+    INSERT INTO {raw} (kind, payload) VALUES (%(kind)s, %(payload)s::jsonb) RETURNING kind
+)
+SELECT pg_notify(%(channel)s, kind) FROM inserted
+"""
+
+_MULTI_INSERT = """
+INSERT INTO {raw} (kind, payload)
+SELECT %(kind)s, p FROM unnest(%(payloads)s::jsonb[]) AS p
+"""
+
+_CLAIM_COMPLETE = """
+WITH picked AS (
+    SELECT id FROM {raw}
+    WHERE status = 'pending' AND kind = %(kind)s AND visible_at <= now()
+    ORDER BY priority DESC, visible_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {raw} AS r SET status = 'done', run_count = r.run_count + 1
+FROM picked WHERE r.id = picked.id
+RETURNING r.id, r.payload
+"""
+
+
+class Ceilings:
+    """The raw table under the run's prefix, and one method per ceiling."""
+
+    def __init__(self, settings: BenchSettings, prefix: str) -> None:
+        self.settings = settings
+        self.prefix = prefix
+        self.table = f"{prefix}_raw"
+        self.conn = psycopg.connect(settings.dsn, autocommit=True)
+        self.conn.execute(self._sql(_CREATE))
+
+    def _sql(self, template: Any) -> Any:
+        return compose(template, self.prefix, raw=self.table)
+
+    def close(self) -> None:
+        """Drop the raw table and disconnect."""
+        try:
+            self.conn.execute(self._sql("DROP TABLE IF EXISTS {raw}"))
+        finally:
+            self.conn.close()
+
+    def reset(self) -> None:
+        self.conn.execute(self._sql("TRUNCATE {raw} RESTART IDENTITY"))
+
+    def insert_notify(self) -> dict[str, float]:
+        """One INSERT + NOTIFY statement per transaction, payload encoded per job."""
+        count = self.settings.enqueue_jobs
+        self.reset()
+        query = self._sql(_INSERT_NOTIFY)
+        started = time.perf_counter()
+        with self.conn.cursor() as cur:
+            for n in range(count):
+                payload = json.dumps({"n": n})
+                cur.execute(query, {"kind": BENCH_KIND, "payload": payload, "channel": self.table})
+        elapsed = time.perf_counter() - started
+        self._check_rows(count, "pending", "insert+notify ceiling")
+        return {"ceiling.insert_notify": count / elapsed}
+
+    def multi_insert(self) -> dict[str, float]:
+        """Multi-row INSERT from an array of ``batch`` payloads per statement."""
+        count = self.settings.many_jobs
+        self.reset()
+        elapsed = self._fill(count)
+        self._check_rows(count, "pending", "multi-row insert ceiling")
+        return {"ceiling.multi_insert": count / elapsed}
+
+    def _fill(self, count: int) -> float:
+        query = self._sql(_MULTI_INSERT)
+        batch = self.settings.batch
+        started = time.perf_counter()
+        for first in range(0, count, batch):
+            payloads = [json.dumps({"n": n}) for n in range(first, min(first + batch, count))]
+            self.conn.execute(query, {"kind": BENCH_KIND, "payloads": payloads})
+        return time.perf_counter() - started
+
+    def drain(self, concurrency: int, batch: int) -> dict[str, float]:
+        """``concurrency`` threads, each on its own connection, claiming and completing
+        ``batch`` rows per statement (one commit) until none is left."""
+        count = self.settings.jobs
+        self.reset()
+        self._fill(count)
+        conns = [psycopg.connect(self.settings.dsn, autocommit=True) for _ in range(concurrency)]
+        taken: list[list[int]] = [[] for _ in range(concurrency)]
+        errors: list[BaseException] = []
+        gate = threading.Barrier(concurrency + 1)
+        query = self._sql(_CLAIM_COMPLETE)
+
+        def work(index: int) -> None:
+            params = {"kind": BENCH_KIND, "limit": batch}
+            try:
+                gate.wait()
+                with conns[index].cursor() as cur:
+                    while True:
+                        rows = cur.execute(query, params).fetchall()
+                        if not rows:
+                            return
+                        taken[index].extend(row[0] for row in rows)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(concurrency)]
+        for thread in threads:
+            thread.start()
+        try:
+            gate.wait()
+            started = time.perf_counter()
+            for thread in threads:
+                thread.join()
+            elapsed = time.perf_counter() - started
+        finally:
+            for conn in conns:
+                conn.close()
+        if errors:
+            raise BenchFailure(f"ceiling drain c{concurrency}: {errors[0]!r}")
+        what = f"ceiling drain c{concurrency} batch {batch}"
+        ids = [i for chunk in taken for i in chunk]
+        if len(ids) != count or len(set(ids)) != count:
+            raise BenchFailure(f"{what}: took {len(ids)} rows, {len(set(ids))} distinct of {count}")
+        self._check_rows(count, "done", what)
+        shape = "commit_per_job" if batch == 1 else "batched"
+        return {f"ceiling.{shape}.c{concurrency}": count / elapsed}
+
+    def _check_rows(self, count: int, status: str, what: str) -> None:
+        query = self._sql(
+            "SELECT count(*), count(*) FILTER (WHERE status = %(status)s AND run_count = "
+            "CASE WHEN %(status)s = 'done' THEN 1 ELSE 0 END) FROM {raw}"
+        )
+        total, good = fetch_one(self.conn, query, {"status": status})
+        if not total == good == count:
+            raise BenchFailure(
+                f"{what}: {total} rows, {good} {status} exactly once; wanted {count}"
+            )

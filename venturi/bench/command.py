@@ -1,0 +1,229 @@
+"""`venturi bench`: venturi's throughput and latency beside raw-SQL ceilings, one server.
+
+Each round runs every selected workload for venturi and its plain-psycopg ceiling back
+to back, alternating which goes first, so drift on a shared machine hits both alike.
+Every round proves each job ran exactly once. The report gives medians with min-max over
+rounds and each venturi figure as a ratio to its ceiling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import click
+
+from venturi.bench import report as bench_report
+from venturi.bench.ceilings import CEILING_BATCH, Ceilings
+from venturi.bench.report import PREPARED_SUFFIX
+from venturi.bench.support import BenchFailure, BenchSettings
+from venturi.bench.worker import drive
+from venturi.bench.workloads import VenturiBench
+
+WORKLOADS = ("enqueue", "enqueue-many", "drain", "latency", "backlog", "rss")
+DRAIN_CONCURRENCIES = (1, 4, 16)
+Step = Callable[[], dict[str, float]]
+
+
+def _groups(
+    workloads: Sequence[str],
+    processes: Sequence[int],
+    main: VenturiBench,
+    raw: Ceilings,
+    backlog: VenturiBench | None,
+    *,
+    prepared: VenturiBench | None = None,
+) -> list[list[Step]]:
+    """Each group's steps are measured back to back in one round (venturi beside its
+    ceilings, and beside itself with prepared statements on); rounds reverse the order
+    within each group."""
+    s = main.settings
+
+    def twin(step: Callable[..., dict[str, float]], *args: Any) -> list[Step]:
+        """``step`` (a `VenturiBench` method) run on the prepared-statements bench too."""
+        if prepared is None:
+            return []
+        method = getattr(prepared, step.__name__)
+        return [functools.partial(_suffixed, PREPARED_SUFFIX, functools.partial(method, *args))]
+
+    groups: list[list[Step]] = []
+    if "enqueue" in workloads:
+        groups.append([main.enqueue_one, raw.insert_notify, *twin(main.enqueue_one)])
+    if "enqueue-many" in workloads:
+        groups.append([main.enqueue_many, raw.multi_insert, *twin(main.enqueue_many)])
+    if "drain" in workloads:
+        for c in DRAIN_CONCURRENCIES:
+            groups.append(
+                [
+                    functools.partial(main.drain, c),
+                    functools.partial(raw.drain, c, 1),
+                    functools.partial(raw.drain, c, CEILING_BATCH),
+                    *twin(main.drain, c),
+                ]
+            )
+    if "latency" in workloads:
+        groups.append([main.latency])
+    if backlog is not None:
+        steps: list[Step] = [functools.partial(backlog.drain, 16, "backlog.c16")]
+        if "drain" not in workloads:
+            steps.append(functools.partial(main.drain, 16))
+        groups.append(steps)
+    if "rss" in workloads:
+        groups.append([functools.partial(_only, "rss.", drive, main, 1, 16, s.rss_jobs)])
+    for count in processes:
+        groups.append([functools.partial(_only, "processes.", drive, main, count, 16, s.jobs)])
+    return groups
+
+
+def _suffixed(suffix: str, step: Step) -> dict[str, float]:
+    """The figures of ``step()``, each series name followed by ``suffix``."""
+    return {key + suffix: value for key, value in step().items()}
+
+
+def _only(prefix: str, step: Callable[..., dict[str, float]], *args: Any) -> dict[str, float]:
+    """The figures of ``step(*args)`` whose series name starts with ``prefix``."""
+    return {key: value for key, value in step(*args).items() if key.startswith(prefix)}
+
+
+def run(
+    settings: BenchSettings,
+    workloads: Sequence[str] = WORKLOADS,
+    processes: Sequence[int] = (),
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark and return its report (see `bench_report.build`).
+
+    Creates fresh prefixes and drops them at the end, whatever happens. Raises
+    `BenchFailure` when a job was lost or ran twice, or a round did not finish.
+    """
+    say = progress or (lambda _text: None)
+    samples: dict[str, list[float]] = defaultdict(list)
+    # Each close drops its own tables; the stack runs every one, whatever raised.
+    with contextlib.ExitStack() as cleanup:
+        main = VenturiBench(settings)
+        cleanup.callback(main.close)
+        raw = Ceilings(settings, main.prefix)
+        cleanup.callback(raw.close)
+        backlog: VenturiBench | None = None
+        if "backlog" in workloads:
+            backlog = VenturiBench(settings, "b")
+            cleanup.callback(backlog.close)
+            say(f"filling a backlog of {settings.backlog:,} pending rows")
+            backlog.fill_backlog(settings.backlog)
+        prepared: VenturiBench | None = None
+        if settings.compare_prepared:
+            prepared = VenturiBench(settings, "p", prepared_statements=True)
+            cleanup.callback(prepared.close)
+        groups = _groups(workloads, processes, main, raw, backlog, prepared=prepared)
+        for index in range(settings.rounds):
+            say(f"round {index + 1} of {settings.rounds}")
+            for group in groups:
+                for step in group if index % 2 == 0 else reversed(group):
+                    for key, value in step().items():
+                        samples[key].append(value)
+    described = {**attrs.asdict(settings), "workloads": list(workloads)}
+    described.pop("dsn")
+    described["processes"] = list(processes)
+    return bench_report.build(described, dict(samples))
+
+
+def _resolve_dsn(dsn: str | None) -> str:
+    """``--dsn`` here, else the `venturi` group's ``--dsn``, else VENTURI_DSN or libpq's."""
+    if dsn is not None:
+        return dsn
+    ctx = click.get_current_context(silent=True)
+    parent = ctx.find_root().params.get("dsn") if ctx is not None else None
+    return str(parent) if parent else os.environ.get("VENTURI_DSN", "")
+
+
+def _processes(value: str | None) -> list[int]:
+    if not value:
+        return []
+    try:
+        counts = [int(part) for part in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"--processes takes counts like 1,2,4, got {value!r}") from None
+    if any(count < 1 or count > 16 for count in counts):
+        raise click.BadParameter("--processes counts must be within [1, 16]")
+    return counts
+
+
+@click.command("bench")
+@click.option("--dsn", metavar="DSN", help="Database [default: venturi --dsn, VENTURI_DSN].")
+@click.option("--quick", is_flag=True, help="Small sizes: checks every workload in seconds.")
+@click.option("--rounds", type=click.IntRange(1), help="Rounds per workload (default 5).")
+@click.option("--jobs", type=click.IntRange(1), help="Jobs per drain round (default 5000).")
+@click.option("--backlog", type=click.IntRange(0), help="Backlog rows (default 1,000,000).")
+@click.option(
+    "--workload",
+    "workloads",
+    multiple=True,
+    type=click.Choice(WORKLOADS),
+    help="Run only these workloads (repeatable; default all).",
+)
+@click.option("--processes", help="Also drain with N worker processes, e.g. 1,2,4.")
+@click.option("--fillfactor", type=click.IntRange(10, 100), help="Jobs table fillfactor.")
+@click.option(
+    "--compare-prepared",
+    is_flag=True,
+    help="Also run enqueue, enqueue-many and drain with server-side prepared statements "
+    "on (venturi's default is off), side by side in each round.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def bench_command(
+    *,
+    dsn: str | None,
+    quick: bool,
+    rounds: int | None,
+    jobs: int | None,
+    backlog: int | None,
+    workloads: tuple[str, ...],
+    processes: str | None,
+    fillfactor: int | None,
+    compare_prepared: bool,
+    as_json: bool,
+) -> None:
+    """Benchmark venturi against raw-SQL ceilings on the same server.
+
+    Workloads: enqueue (one transaction each), enqueue-many, drain at concurrency 1, 4
+    and 16, latency (enqueue commit to handler start on an idle worker), drain beside a
+    backlog of pending rows, and a concurrency-16 worker process's peak RSS. Every job is
+    checked to have run exactly once. Uses fresh table prefixes and drops them after.
+    """
+    overrides: dict[str, Any] = {
+        key: value
+        for key, value in {
+            "rounds": rounds,
+            "jobs": jobs,
+            "backlog": backlog,
+            "fillfactor": fillfactor,
+            "compare_prepared": compare_prepared or None,
+        }.items()
+        if value is not None
+    }
+    dsn = _resolve_dsn(dsn)
+    settings = BenchSettings.quick(dsn, **overrides) if quick else BenchSettings(dsn, **overrides)
+    chosen = workloads or WORKLOADS
+    if settings.backlog == 0:  # no rows to drain beside
+        chosen = tuple(w for w in chosen if w != "backlog")
+        if not chosen:
+            raise click.BadParameter(
+                "--backlog 0 leaves no workload to run", param_hint="'--workload'"
+            )
+    say = None if as_json else (lambda text: click.echo(text, err=True))
+    try:
+        report = run(settings, chosen, _processes(processes), progress=say)
+    except BenchFailure as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        bench_report.render(report)

@@ -1,0 +1,147 @@
+"""Turns `venturi bench` samples into medians, ratios and targets; prints them as a table."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from venturi.cli.render import console as stdout_console
+
+# (label, venturi series, ceiling series, target ratio or None): each venturi figure
+# against the raw-SQL ceiling (or the empty-table rate) measured in the same run.
+COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
+    ("enqueue, 1/transaction", "enqueue", "ceiling.insert_notify", 0.8),
+    ("enqueue-many", "enqueue-many", "ceiling.multi_insert", 0.5),
+    ("drain c1", "drain.c1", "ceiling.commit_per_job.c1", 1.0),
+    ("drain c4", "drain.c4", "ceiling.commit_per_job.c4", None),
+    ("drain c16", "drain.c16", "ceiling.commit_per_job.c16", 2.0),
+    ("drain c16, backlog", "backlog.c16", "drain.c16", 0.8),
+)
+# `--compare-prepared`: each workload with server-side prepared statements on, against
+# venturi's default (off) measured in the same rounds.
+PREPARED_SUFFIX = ".prepared"
+PREPARED_COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = tuple(
+    (f"{label}, prepared statements on", key + PREPARED_SUFFIX, key, None)
+    for label, key in (
+        ("enqueue", "enqueue"),
+        ("enqueue-many", "enqueue-many"),
+        ("drain c1", "drain.c1"),
+        ("drain c4", "drain.c4"),
+        ("drain c16", "drain.c16"),
+    )
+)
+# (label, series, upper limit): absolute targets.
+LIMITS: tuple[tuple[str, str, float], ...] = (
+    ("latency p50", "latency.p50", 2.0),
+    ("latency p95", "latency.p95", float("inf")),
+    ("latency p99", "latency.p99", 5.0),
+    ("peak RSS, c16 worker process", "rss.c16", 60.0),
+)
+CEILING_LABELS = {
+    "ceiling.insert_notify": "raw INSERT+NOTIFY",
+    "ceiling.multi_insert": "raw multi-row INSERT",
+    "drain.c16": "venturi drain c16, empty table",
+    **{key: "venturi, unprepared (default)" for _, _, key, _ in PREPARED_COMPARISONS},
+}
+
+
+def unit_of(key: str) -> str:
+    if key.startswith("latency."):
+        return "ms"
+    if key.startswith("rss."):
+        return "MB"
+    return "jobs/s"
+
+
+def summarize(samples: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Median, min and max of every series, with its samples and unit."""
+    return {
+        key: {
+            "unit": unit_of(key),
+            "median": statistics.median(values),
+            "min": min(values),
+            "max": max(values),
+            "samples": values,
+        }
+        for key, values in samples.items()
+        if values
+    }
+
+
+def build(settings: dict[str, Any], samples: dict[str, list[float]]) -> dict[str, Any]:
+    """The machine-readable report (`--json`): series, ratios and targets."""
+    series = summarize(samples)
+    comparisons = []
+    for label, key, ceiling, target in (*COMPARISONS, *PREPARED_COMPARISONS):
+        if key not in series or ceiling not in series:
+            continue
+        ratio = series[key]["median"] / series[ceiling]["median"]
+        comparisons.append(
+            {
+                "name": label,
+                "series": key,
+                "ceiling": ceiling,
+                "ratio": ratio,
+                "target": target,
+                "met": None if target is None else ratio >= target,
+            }
+        )
+    limits = [
+        {
+            "name": label,
+            "series": key,
+            "value": series[key]["median"],
+            "max": None if limit == float("inf") else limit,
+            "met": None if limit == float("inf") else series[key]["median"] <= limit,
+        }
+        for label, key, limit in LIMITS
+        if key in series
+    ]
+    return {"settings": settings, "series": series, "comparisons": comparisons, "limits": limits}
+
+
+def _figure(stats: dict[str, Any]) -> str:
+    if stats["unit"] == "jobs/s":
+        return f"{stats['median']:,.0f} ({stats['min']:,.0f}-{stats['max']:,.0f})"
+    return f"{stats['median']:.2f} ({stats['min']:.2f}-{stats['max']:.2f})"
+
+
+def _met(met: bool | None) -> str:
+    return "" if met is None else ("met" if met else "NOT met")
+
+
+def render(report: dict[str, Any], console: Console | None = None) -> None:
+    """Print the report as tables: ratios to ceilings, absolute limits, every series."""
+    console = console or stdout_console()
+    series = report["series"]
+    ratios = Table(title="venturi vs. ceilings (median, min-max over rounds)")
+    for column in ("workload", "venturi jobs/s", "ceiling", "ceiling jobs/s", "ratio", "target"):
+        ratios.add_column(column)
+    for row in report["comparisons"]:
+        target = "" if row["target"] is None else f">= {row['target']:g}x {_met(row['met'])}"
+        ratios.add_row(
+            row["name"],
+            _figure(series[row["series"]]),
+            CEILING_LABELS.get(row["ceiling"], "raw claim+complete, 1/commit"),
+            _figure(series[row["ceiling"]]),
+            f"{row['ratio']:.2f}x",
+            target,
+        )
+    console.print(ratios)
+    limits = Table(title="absolute figures (median, min-max over rounds)")
+    for column in ("measure", "value", "limit"):
+        limits.add_column(column)
+    for row in report["limits"]:
+        unit = series[row["series"]]["unit"]
+        limit = "" if row["max"] is None else f"<= {row['max']:g} {unit} {_met(row['met'])}"
+        limits.add_row(row["name"], f"{_figure(series[row['series']])} {unit}", limit)
+    console.print(limits)
+    every = Table(title="every series")
+    for column in ("series", "unit", "median (min-max)", "rounds"):
+        every.add_column(column)
+    for key, stats in sorted(series.items()):
+        every.add_row(key, stats["unit"], _figure(stats), str(len(stats["samples"])))
+    console.print(every)

@@ -1,0 +1,256 @@
+"""venturi's side of `venturi bench`: enqueue, enqueue-many, drain, latency and backlog.
+
+Every workload runs no-op jobs through the public API (`Queue`, `Worker`) under a fresh
+prefix, then proves each job ran exactly once: by the in-process ledger of handler
+starts, and in SQL (each job completed on its first claim, one journal row per job).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from venturi.bench.support import (
+    BENCH_KIND,
+    BenchFailure,
+    BenchSettings,
+    Countdown,
+    Ledger,
+    compose,
+    fetch_one,
+    new_prefix,
+    percentile,
+    set_fillfactor,
+    wait_for,
+)
+from venturi.client import Queue
+from venturi.events import WorkerEvents
+from venturi.models import JobRecord, NewJob, Outcome
+from venturi.settlements import Settlement
+from venturi.worker.runtime import Worker
+
+# The backlog's future-visible rows spread over these priorities, some above the due
+# jobs' priority 0, so a claim must step past higher-priority rows that are not yet due.
+BACKLOG_PRIORITIES = 7
+BACKLOG_OTHER_KINDS = 4
+
+
+class _Settled(WorkerEvents):
+    """Counts settlements that applied (their transaction committed)."""
+
+    def __init__(self, target: int) -> None:
+        self.countdown = Countdown(target)
+
+    def job_settled(
+        self, job: JobRecord, settlement: Settlement, outcome: Outcome | None, duration: float
+    ) -> None:
+        if outcome is not None:
+            self.countdown.add()
+
+
+class VenturiBench:
+    """A queue under its own prefix with one no-op kind whose handler writes the ledger."""
+
+    def __init__(
+        self, settings: BenchSettings, label: str = "v", *, prepared_statements: bool = False
+    ) -> None:
+        self.settings = settings
+        self.prefix = new_prefix(label)
+        self.ledger = Ledger()
+        self.backlog = 0
+        self.queue = Queue(
+            settings.dsn, prefix=self.prefix, pool_size=8, prepared_statements=prepared_statements
+        )
+        self.queue.migrate()
+        self.conn = psycopg.connect(settings.dsn, autocommit=True)
+        set_fillfactor(self.conn, self.prefix, settings.fillfactor)
+        ledger = self.ledger
+
+        @self.queue.job(BENCH_KIND, lease=60)
+        def noop(n: int) -> None:
+            ledger.record(n)
+
+    def close(self) -> None:
+        """Close the queue and drop the prefix's tables."""
+        try:
+            self.queue.store.drop_prefix()
+        finally:
+            self.queue.close()
+            self.conn.close()
+
+    # -- rounds -----------------------------------------------------------------------
+
+    def reset(self, expected: int) -> None:
+        """Remove the previous round's jobs (keeping any backlog) and arm the ledger."""
+        if self.backlog:
+            self.conn.execute(compose("DELETE FROM {jobs} WHERE status <> 'pending'", self.prefix))
+        else:
+            self.conn.execute(compose("TRUNCATE {journal}, {jobs}", self.prefix))
+        self.ledger.reset(expected)
+
+    def enqueue_one(self) -> dict[str, float]:
+        """``enqueue_jobs`` single enqueues, one transaction each, from one thread."""
+        count = self.settings.enqueue_jobs
+        self.reset(count)
+        enqueue = self.queue.enqueue
+        started = time.perf_counter()
+        for n in range(count):
+            enqueue(BENCH_KIND, {"n": n})
+        elapsed = time.perf_counter() - started
+        self._check_pending(count, "enqueue")
+        return {"enqueue": count / elapsed}
+
+    def enqueue_many(self) -> dict[str, float]:
+        """``many_jobs`` jobs in `enqueue_many` batches of ``batch``, NewJob building timed."""
+        count, batch = self.settings.many_jobs, self.settings.batch
+        self.reset(count)
+        started = time.perf_counter()
+        for first in range(0, count, batch):
+            jobs = [NewJob(BENCH_KIND, {"n": n}) for n in range(first, min(first + batch, count))]
+            self.queue.enqueue_many(jobs)
+        elapsed = time.perf_counter() - started
+        self._check_pending(count, "enqueue-many")
+        return {"enqueue-many": count / elapsed}
+
+    def drain(self, concurrency: int, key: str | None = None) -> dict[str, float]:
+        """Time a started, listening worker from the commit of ``jobs`` jobs to the
+        commit of the last one's settlement."""
+        count = self.settings.jobs
+        self.reset(count)
+        settled = _Settled(count)
+        jobs = [NewJob(BENCH_KIND, {"n": n}) for n in range(count)]
+        worker = self._started_worker(concurrency, settled)
+        try:
+            self.queue.enqueue_many(jobs)
+            started = time.perf_counter()
+            if not settled.countdown.done.wait(self.settings.timeout):
+                raise BenchFailure(
+                    f"drain c{concurrency}: {settled.countdown.count} of {count} settled "
+                    f"within {self.settings.timeout:g}s"
+                )
+            elapsed = time.perf_counter() - started
+        finally:
+            worker.stop(timeout=30)
+        self.verify(count, f"drain c{concurrency}")
+        return {key or f"drain.c{concurrency}": count / elapsed}
+
+    def latency(self, concurrency: int = 4) -> dict[str, float]:
+        """An idle worker; one enqueue every ``latency_interval`` s. Milliseconds from the
+        enqueue's commit (its return) to the handler's start, both read in this process."""
+        count = self.settings.latency_samples
+        self.reset(count)
+        settled = _Settled(count)
+        worker = self._started_worker(concurrency, settled)
+        committed: list[float] = []
+        pace = threading.Event()
+        try:
+            for n in range(count):
+                self.queue.enqueue(BENCH_KIND, {"n": n})
+                committed.append(time.perf_counter())
+                pace.wait(self.settings.latency_interval)
+            if not settled.countdown.done.wait(self.settings.timeout):
+                raise BenchFailure(f"latency: {settled.countdown.count} of {count} settled")
+        finally:
+            worker.stop(timeout=30)
+        self.verify(count, "latency")
+        # The NOTIFY can reach the worker before the enqueue's commit acknowledgement
+        # reaches this thread; such a job started within the commit itself: 0 ms.
+        waits = [max(0.0, self.ledger.started_at(n) - committed[n]) * 1000 for n in range(count)]
+        return {
+            "latency.p50": percentile(waits, 0.50),
+            "latency.p95": percentile(waits, 0.95),
+            "latency.p99": percentile(waits, 0.99),
+        }
+
+    def _started_worker(self, concurrency: int, events: WorkerEvents) -> Worker:
+        worker = self.queue.worker(concurrency=concurrency, events=events, poll_interval=5.0)
+        worker.start()
+        try:
+            wait_for(lambda: worker.listening, 10.0, "the worker's LISTEN self-probe")
+        except BenchFailure:
+            worker.stop(timeout=5)
+            raise
+        return worker
+
+    # -- checks -----------------------------------------------------------------------
+
+    def _check_pending(self, count: int, what: str) -> None:
+        pending = fetch_one(
+            self.conn,
+            compose("SELECT count(*) FROM {jobs} WHERE status = 'pending'", self.prefix),
+        )[0]
+        if pending != count + self.backlog:
+            raise BenchFailure(f"{what}: {pending - self.backlog} pending jobs, wanted {count}")
+
+    def busy(self) -> bool:
+        """Whether a job is still pending or claimed (the backlog-free prefix only). Two
+        probes of the partial indexes, cheap enough to poll while workers run."""
+        query = compose(
+            "SELECT EXISTS (SELECT FROM {jobs} WHERE status = 'pending' AND kind = %s)"
+            " OR EXISTS (SELECT FROM {jobs} WHERE status = 'claimed')",
+            self.prefix,
+        )
+        return bool(fetch_one(self.conn, query, (BENCH_KIND,))[0])
+
+    def verify(self, count: int, what: str, *, ledger: bool = True) -> None:
+        """Every job ran once (the ledger, when the handlers ran in this process),
+        completed on its first claim and was journaled once; any backlog untouched."""
+        if ledger:
+            self.ledger.check(count, what)
+        jobs = compose(
+            "SELECT count(*) FILTER (WHERE status = 'completed' AND run_count = 1),"
+            " count(*) FILTER (WHERE status <> 'pending'),"
+            " count(*) FILTER (WHERE status = 'pending') FROM {jobs}",
+            self.prefix,
+        )
+        completed, touched, pending = fetch_one(self.conn, jobs)
+        journal = compose(
+            "SELECT count(*), count(DISTINCT job_id),"
+            " count(*) FILTER (WHERE outcome = 'completed') FROM {journal}",
+            self.prefix,
+        )
+        rows, distinct, completions = fetch_one(self.conn, journal)
+        problems = []
+        if completed != count or touched != count:
+            problems.append(f"{completed} completed on a first claim, {touched} touched")
+        if pending != self.backlog:
+            problems.append(f"{pending} pending, backlog was {self.backlog}")
+        if not rows == distinct == completions == count:
+            problems.append(f"journal rows {rows}, distinct jobs {distinct}")
+        if problems:
+            raise BenchFailure(f"{what}: wanted {count} jobs run once: " + "; ".join(problems))
+
+    # -- backlog ----------------------------------------------------------------------
+
+    def fill_backlog(self, size: int) -> None:
+        """Add ``size`` pending rows no worker of ours may claim: half of our kind but
+        visible tomorrow (at several priorities), half due now but of other kinds."""
+        future = size // 2
+        query = compose(
+            """
+            INSERT INTO {jobs} (id, kind, payload, priority, visible_at)
+            SELECT lpad(to_hex(i), 32, '0')::uuid,
+                   CASE WHEN i <= %(future)s THEN %(kind)s
+                        ELSE 'bench.other' || (i %% %(others)s) END,
+                   '{{}}'::jsonb,
+                   (i %% %(priorities)s) - %(priorities)s / 2,
+                   CASE WHEN i <= %(future)s
+                        THEN now() + interval '1 day' + i * interval '1 millisecond'
+                        ELSE now() - interval '1 minute' END
+            FROM generate_series(1, %(size)s) AS i
+            """,
+            self.prefix,
+        )
+        params: dict[str, Any] = {
+            "future": future,
+            "kind": BENCH_KIND,
+            "others": BACKLOG_OTHER_KINDS,
+            "priorities": BACKLOG_PRIORITIES,
+            "size": size,
+        }
+        self.conn.execute(query, params)
+        self.conn.execute(compose("VACUUM (ANALYZE) {jobs}", self.prefix))
+        self.backlog = size

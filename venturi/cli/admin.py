@@ -1,0 +1,132 @@
+"""Sub-commands that act on many jobs or change their state: stats, cancel, requeue,
+cleanup."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from venturi.cli.render import console, echo_json, show_age, show_time, table
+from venturi.cli.support import DURATION, JOB_ID, CliState, pass_state, require_job
+from venturi.models import JobStatus, StatsSnapshot
+
+_TERMINAL = [s.value for s in JobStatus if s.terminal]
+_COUNTS = ("pending", "scheduled", "claimed", "completed", "dead", "cancelled")
+
+
+def _stats_json(snapshot: StatsSnapshot) -> dict[str, Any]:
+    fields = (*_COUNTS, "oldest_pending_seconds")
+    return {
+        "taken_at": snapshot.taken_at.isoformat(),
+        "kinds": {k.kind: {f: getattr(k, f) for f in fields} for k in snapshot.kinds},
+    }
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def stats(state: CliState, as_json: bool) -> None:
+    """Job counts per kind, and the oldest wait.
+
+    pending: due now; scheduled: due later; claimed: running; oldest pending: how long
+    the longest-waiting due job has waited.
+    """
+    queue = state.queue()
+    snapshot = queue.stats()
+    if as_json:
+        echo_json(_stats_json(snapshot))
+        return
+    if not snapshot.kinds:
+        click.echo(f"no jobs under prefix {queue.prefix!r}")
+        return
+    grid = table("kind", *_COUNTS, "oldest pending", footer=True)
+    grid.columns[0].footer = "total"
+    for column, field in zip(grid.columns[1:], _COUNTS, strict=False):
+        column.justify = "right"
+        column.footer = str(snapshot.total(field))
+    grid.columns[-1].justify = "right"
+    for k in snapshot.kinds:
+        counts = [str(getattr(k, field)) for field in _COUNTS]
+        grid.add_row(k.kind, *counts, show_age(k.oldest_pending_seconds))
+    console().print(grid)
+
+
+@click.command()
+@click.argument("job_id", type=JOB_ID, metavar="ID")
+@pass_state
+def cancel(state: CliState, job_id: str) -> None:
+    """Cancel a pending or running job.
+
+    A running handler sees `ctx.stopping` set; whatever it returns later is fenced out.
+    """
+    queue = state.queue()
+    if not queue.cancel(job_id):
+        record = require_job(queue, job_id)
+        raise click.ClickException(
+            f"job {job_id} is {record.status.value}; only pending or running jobs can be cancelled"
+        )
+    click.echo(f"cancelled {job_id}")
+
+
+@click.command()
+@click.argument("job_id", type=JOB_ID, metavar="[ID]", required=False)
+@click.option("--all-dead", is_flag=True, help="Requeue every dead job (of --kind).")
+@click.option("--kind", help="With --all-dead: only this kind.")
+@pass_state
+def requeue(state: CliState, job_id: str | None, all_dead: bool, kind: str | None) -> None:
+    """Put finished jobs back in line.
+
+    Either job ID (dead, cancelled or completed), or with --all-dead every dead job (of
+    --kind), with a fresh failure count. A job whose dedup key a pending job holds stays.
+    """
+    if (job_id is None) == (not all_dead):
+        raise click.UsageError("give either a job ID or --all-dead")
+    if kind is not None and not all_dead:
+        raise click.UsageError("--kind goes with --all-dead")
+    queue = state.queue()
+    if job_id is None:
+        count = queue.requeue_dead(kind=kind)
+        which = "dead jobs" if kind is None else f"dead {kind} jobs"
+        click.echo(f"requeued {count} {which}")
+        return
+    if not queue.requeue(job_id):
+        record = require_job(queue, job_id)
+        raise click.ClickException(
+            f"job {job_id} is {record.status.value}; only dead, cancelled or completed jobs "
+            "can be requeued"
+        )
+    click.echo(f"requeued {job_id}")
+
+
+@click.command()
+@click.option(
+    "--older-than",
+    type=DURATION,
+    required=True,
+    help="Delete jobs that finished longer ago than this (7d, 12h, ...).",
+)
+@click.option("--kind", help="Only this kind.")
+@click.option("--status", type=click.Choice(_TERMINAL), help="Only this terminal status.")
+@pass_state
+def cleanup(state: CliState, older_than: float, kind: str | None, status: str | None) -> None:
+    """Delete finished jobs older than a duration.
+
+    Completed, dead and cancelled jobs (and their journal) that finished longer ago than
+    --older-than, in database time.
+    """
+    queue = state.queue()
+    # Database time, like every other cut-off venturi computes, so client clock skew
+    # cannot widen the deletion.
+    try:
+        cutoff = queue.store.now() - timedelta(seconds=older_than)
+    except OverflowError:
+        raise click.BadParameter("reaches before year 1", param_hint="'--older-than'") from None
+    deleted = queue.cleanup(finished_before=cutoff, kind=kind, status=status)
+    click.echo(f"deleted {deleted} jobs that finished before {show_time(cutoff)}")
+
+
+def admin_commands() -> list[click.Command]:
+    """The sub-commands that count, cancel, requeue and clean up jobs."""
+    return [stats, cancel, requeue, cleanup]

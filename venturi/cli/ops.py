@@ -1,0 +1,276 @@
+"""Sub-commands that set up and run a queue: migrate, sql, worker, healthcheck."""
+
+from __future__ import annotations
+
+import logging
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import click
+import psycopg
+
+from venturi import __version__
+from venturi.cli.support import DURATION, CliState, import_queue, pass_state
+from venturi.client import Queue
+from venturi.errors import VenturiError, first_line
+from venturi.prefix import Prefix
+from venturi.store import migrations
+
+
+@click.command()
+@pass_state
+def migrate(state: CliState) -> None:
+    """Create or upgrade the queue's tables.
+
+    Safe to run repeatedly and concurrently (an advisory lock per prefix serialises it).
+    """
+    queue = state.queue()
+    applied = queue.migrate()
+    if applied:
+        click.echo(f"prefix {queue.prefix!r}: applied {', '.join(applied)}")
+    else:
+        click.echo(f"prefix {queue.prefix!r} is up to date")
+
+
+@click.command("sql")
+@click.option(
+    "--after",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Only migrations after this schema version (to upgrade a prefix).",
+)
+@pass_state
+def sql_command(state: CliState, after: int) -> None:
+    """Print the schema SQL for the prefix.
+
+    For teams that apply DDL themselves: one transaction that takes the same lock and
+    records the same history as `venturi migrate`.
+    """
+    made_by = f"venturi {__version__}"
+    if state.embedded_in_app:  # the application's store knows its prefix and lock timeout
+        script = state.queue().store.schema_script(after, made_by=made_by)
+    else:  # no database needed: the script only depends on the prefix
+        script = migrations.schema_script(Prefix(state.prefix), after, made_by=made_by)
+    click.echo(script, nl=False)
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def worker_command(embedded: bool) -> click.Command:
+    """`worker`; with ``embedded`` (an application supplies the queue) it has no --app."""
+
+    @click.command("worker")
+    @click.option(
+        "--app",
+        envvar="VENTURI_APP",
+        metavar="MODULE:QUEUE",
+        help="Import this venturi.Queue (its jobs registered at import) [env VENTURI_APP]. "
+        "Its own DSN and prefix apply.",
+    )
+    @click.option("--kinds", help="Comma-separated kinds to run (default: every registered kind).")
+    @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True)
+    @click.option("--priority-floor", type=click.IntRange(-32768, 32767), help="Skip jobs below.")
+    @click.option(
+        "--poll-interval",
+        type=DURATION,
+        default="5s",
+        show_default=True,
+        help="Longest idle sleep when no NOTIFY arrives.",
+    )
+    @click.option("--name", help="Worker name recorded in claimed_by (default host:pid:random).")
+    @click.option("--metrics-port", type=click.IntRange(0, 65535), help="Serve Prometheus metrics.")
+    @click.option("--metrics-addr", default="0.0.0.0", show_default=True)
+    @click.option(
+        "--stop-timeout",
+        type=DURATION,
+        default="30s",
+        show_default=True,
+        help="Grace for running jobs on SIGINT/SIGTERM before they are released.",
+    )
+    @click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"]),
+        default="info",
+        show_default=True,
+    )
+    @pass_state
+    def worker(state: CliState, /, *, app: str | None = None, **options: Any) -> None:
+        """Run jobs until SIGINT or SIGTERM.
+
+        The first signal stops claiming and gives running jobs --stop-timeout to finish
+        (their `ctx.stopping` is set); a second one releases them at once.
+        """
+        if embedded:
+            queue = state.queue()
+        elif app is not None:
+            queue = import_queue(app)
+        else:
+            raise click.UsageError(
+                "worker needs --app MODULE:QUEUE (or VENTURI_APP): the venturi.Queue whose "
+                "jobs it runs"
+            )
+        _run_worker(queue, **options)
+
+    if embedded:  # the application supplies the queue, so there is nothing to import
+        worker.params = [p for p in worker.params if p.name != "app"]
+    return worker
+
+
+def _run_worker(
+    queue: Queue,
+    *,
+    kinds: str | None,
+    concurrency: int,
+    priority_floor: int | None,
+    poll_interval: float,
+    name: str | None,
+    metrics_port: int | None,
+    metrics_addr: str,
+    stop_timeout: float,
+    log_level: str,
+) -> None:
+    _configure_logging(log_level)
+    chosen = None if kinds is None else [k.strip() for k in kinds.split(",") if k.strip()]
+    options: dict[str, Any] = {}
+    if metrics_port is not None:
+        options.update(metrics_port=metrics_port, metrics_addr=metrics_addr)
+    worker = queue.worker(
+        chosen,
+        concurrency=concurrency,
+        priority_floor=priority_floor,
+        name=name,
+        poll_interval=poll_interval,
+        **options,
+    )
+    try:
+        worker.run(timeout=stop_timeout)
+    finally:
+        worker.stop(stop_timeout)  # a no-op after run(); frees the metrics port otherwise
+
+
+Check = Callable[[], str]
+
+
+def _check_reachable(queue: Queue) -> str:
+    started = time.monotonic()
+    version = queue.store.ping()
+    return f"PostgreSQL {version} answered in {(time.monotonic() - started) * 1000:.0f} ms"
+
+
+def _check_schema(queue: Queue) -> str:
+    queue.store.check_schema()
+    return f"prefix {queue.prefix!r} is at schema version {migrations.latest_version()}"
+
+
+class Polling(Exception):
+    """A check found workers would poll instead of waking by NOTIFY: a warning."""
+
+
+_POLLING_HINT = (
+    "workers poll every --poll-interval instead of waking at once; set --listen-dsn "
+    "(VENTURI_LISTEN_DSN) to the server itself"
+)
+
+
+def _check_notify(queue: Queue, timeout: float) -> str:
+    notifier = queue.store.notifier()
+    try:
+        notifier.connect()
+        if notifier.polling:
+            raise Polling(
+                f"the LISTEN connection leads to a transaction-pooling proxy; {_POLLING_HINT}"
+            )
+        started = time.monotonic()
+        queue.store.notify(f"healthcheck:{uuid.uuid4().hex}")
+        deadline = started + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if notifier.wait(left):
+                return f"LISTEN/NOTIFY round trip in {(time.monotonic() - started) * 1000:.0f} ms"
+        notifier.stop_listening()
+        raise Polling(
+            f"no NOTIFY came back within {timeout:g}s (a transaction-pooling proxy?); "
+            + _POLLING_HINT
+        )
+    finally:
+        notifier.close()
+
+
+def _check_worker(url: str, timeout: float) -> str:
+    """A worker's metrics endpoint answers and says it has not stopped itself."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            text = response.read().decode("utf-8", errors="replace")
+    except (OSError, ValueError) as exc:
+        raise VenturiError(f"no answer from {url}: {first_line(exc)}") from None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "venturi_worker_failed":
+            if float(value) != 0:
+                raise VenturiError(
+                    f"{url}: the worker stopped itself (a fatal database error or a thread "
+                    "that kept failing; see its log)"
+                )
+            return f"{url}: running"
+    raise VenturiError(f"{url} has no venturi_worker_failed metric (a worker's --metrics-port?)")
+
+
+@click.command()
+@click.option("--timeout", type=DURATION, default="5s", show_default=True, help="Per check.")
+@click.option(
+    "--worker-metrics",
+    "worker_urls",
+    metavar="URL",
+    multiple=True,
+    help="Also check a worker's metrics endpoint (e.g. http://127.0.0.1:9100/metrics of "
+    "'venturi worker --metrics-port 9100'): FAIL if it does not answer or the worker "
+    "stopped itself. Repeatable.",
+)
+@pass_state
+@click.pass_context
+def healthcheck(
+    ctx: click.Context, state: CliState, timeout: float, worker_urls: tuple[str, ...]
+) -> None:
+    """Check database, schema and NOTIFY (and workers); exit 0 or 1.
+
+    The database answers, the prefix's schema is current, and a NOTIFY comes back on
+    a LISTEN connection. For container health probes. When no NOTIFY comes back (a
+    transaction-pooling proxy) workers poll: a WARN line, still exit 0. With
+    --worker-metrics, each worker's endpoint must answer and report it has not stopped
+    itself.
+    """
+    try:
+        queue = state.queue()
+    except (click.ClickException, VenturiError) as exc:
+        click.echo(f"FAIL database reachable: {exc}")
+        ctx.exit(1)
+    checks: list[tuple[str, Check]] = [
+        ("database reachable", lambda: _check_reachable(queue)),
+        ("schema current", lambda: _check_schema(queue)),
+        ("listen/notify", lambda: _check_notify(queue, timeout)),
+    ]
+    checks += [
+        ("worker", lambda url=url: _check_worker(url, timeout))  # type: ignore[misc]
+        for url in worker_urls
+    ]
+    for label, check in checks:
+        try:
+            detail = check()
+        except Polling as exc:
+            click.echo(f"WARN {label}: polling: {exc}")
+            continue
+        except (VenturiError, psycopg.Error) as exc:
+            click.echo(f"FAIL {label}: {first_line(exc)}")
+            ctx.exit(1)
+        click.echo(f"ok   {label}: {detail}")
+
+
+def operation_commands(embedded: bool) -> list[click.Command]:
+    """The sub-commands that set up and run the queue."""
+    return [migrate, sql_command, worker_command(embedded), healthcheck]

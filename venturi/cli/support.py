@@ -1,0 +1,205 @@
+"""What every `venturi` sub-command shares: the queue it works on, parameter types,
+error mapping (one line, no traceback) and the `--app` import."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, Final
+
+import attrs
+import click
+import psycopg
+
+from venturi.client import DEFAULT_PREFIX, Queue
+from venturi.errors import ConfigurationError, InvalidJob, VenturiError, first_line
+from venturi.models import JobRecord, to_uuid
+from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn, scrub
+
+QueueFactory = Callable[[], Queue]
+
+# Seconds per unit; a duration is one or more number+unit parts such as `90s` or `1h30m`.
+_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_CLI_POOL_SIZE: Final = 2
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``30s``, ``5m``, ``2h``, ``7d``, ``1h30m`` or a bare number of seconds."""
+    value = text.strip().lower()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        if seconds >= 0 and seconds != float("inf"):
+            return seconds
+        raise ValueError(f"{text!r} is not a duration: it must be finite and not negative")
+    parts = _PART.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        raise ValueError(f"{text!r} is not a duration; write e.g. 30s, 5m, 2h, 7d or 1h30m")
+    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+
+
+class DurationType(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2
+    """A click parameter holding a duration in seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION: Final = DurationType()
+
+
+class JobIdType(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2
+    """A job id: a ULID (as printed by venturi) or the UUID it is stored as."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            to_uuid(str(value))
+        except InvalidJob as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
+JOB_ID = JobIdType()
+
+
+def require_job(queue: Queue, job_id: str) -> JobRecord:
+    """The job, or a one-line error naming the prefix."""
+    record = queue.get(job_id)
+    if record is None:
+        raise click.ClickException(f"no job {job_id} under prefix {queue.prefix!r}")
+    return record
+
+
+def check_reachable(dsn: str) -> None:
+    """Connect once, so an unreachable or refused DSN fails now with libpq's own reason
+    instead of a pool timeout later."""
+    try:
+        params = parse_dsn(dsn, "the DSN")
+    except ConfigurationError:
+        raise click.ClickException(
+            "the DSN is not a valid connection string: write key=value pairs "
+            "(host=... dbname=...) or a postgresql:// URI"
+        ) from None
+    try:
+        with psycopg.connect(dsn, **connect_defaults(params)):
+            return
+    except psycopg.Error as exc:
+        reason = scrub(first_line(exc), dsn)
+        raise click.ClickException(
+            f"cannot connect to PostgreSQL ({redact_dsn(dsn)}): {reason}"
+        ) from None
+
+
+@attrs.define
+class CliState:
+    """The queue the sub-commands act on, made on first use and closed at exit if ours."""
+
+    factory: QueueFactory | None
+    dsn: str | None = None
+    prefix: str = DEFAULT_PREFIX
+    listen_dsn: str | None = None
+    _queue: Queue | None = None
+
+    @property
+    def embedded_in_app(self) -> bool:
+        """True when a framework (Flask, Django) supplies the queue."""
+        return self.factory is not None
+
+    def resolved_dsn(self) -> str:
+        return self.dsn if self.dsn is not None else os.environ.get("VENTURI_DSN", "")
+
+    def queue(self) -> Queue:
+        """The application's queue, or one built from ``--dsn``/``--prefix``."""
+        if self._queue is None:
+            if self.factory is not None:
+                self._queue = self.factory()
+            else:
+                dsn = self.resolved_dsn()
+                check_reachable(dsn)
+                self._queue = Queue(
+                    dsn, prefix=self.prefix, pool_size=_CLI_POOL_SIZE, listen_dsn=self.listen_dsn
+                )
+        return self._queue
+
+    def close(self) -> None:
+        """Close the queue if this built it (an application's queue stays open)."""
+        if self._queue is not None and not self.embedded_in_app:
+            self._queue.close()
+        self._queue = None
+
+
+pass_state = click.make_pass_decorator(CliState)
+
+
+class UsageProblem(click.ClickException):
+    """Bad usage reported as one line, with click's usage exit status."""
+
+    exit_code = 2
+
+
+class VenturiGroup(click.Group):
+    """A group whose sub-commands report venturi and database errors as one line."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            # One line instead of click's usage block; still exit status 2.
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            raise UsageProblem(f"{exc.format_message()} (see {where} --help)") from None
+        except VenturiError as exc:
+            raise click.ClickException(_scrubbed(ctx, first_line(exc))) from None
+        except psycopg.Error as exc:
+            hint = ""
+            if isinstance(exc, psycopg.errors.UndefinedTable):
+                hint = " (has `venturi migrate` run for this prefix?)"
+            text = _scrubbed(ctx, first_line(exc))
+            raise click.ClickException(f"database error: {text}{hint}") from None
+
+
+def _scrubbed(ctx: click.Context, text: str) -> str:
+    state = ctx.find_object(CliState)
+    return text if state is None else scrub(text, state.resolved_dsn())
+
+
+def import_queue(spec: str) -> Queue:
+    """The `Queue` named by ``module:attribute`` (attribute defaults to ``queue``); the
+    attribute may also be a function of no arguments that returns one."""
+    module_name, _, attribute = spec.partition(":")
+    attribute = attribute or "queue"
+    if not module_name:
+        raise click.BadParameter(f"{spec!r} is not module:attribute", param_hint="'--app'")
+    # Console scripts do not put the working directory on sys.path; `python -m` does.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise click.ClickException(
+            f"cannot import {module_name!r} for --app: {type(exc).__name__}: {first_line(exc)}"
+        ) from None
+    target = getattr(module, attribute, None)
+    if target is None:
+        raise click.ClickException(f"module {module_name!r} has no attribute {attribute!r}")
+    if callable(target) and not isinstance(target, Queue):
+        target = target()
+    if not isinstance(target, Queue):
+        raise click.ClickException(
+            f"--app {spec} is a {type(target).__name__}, not a venturi.Queue"
+        )
+    return target

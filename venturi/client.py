@@ -1,0 +1,399 @@
+"""`Queue`: the public entry point for registering, enqueueing, inspecting and working."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, ParamSpec, TypeVar, Unpack
+
+import psycopg
+from psycopg_pool import ConnectionPool
+from ulid import ULID
+
+from venturi.context import JobContext
+from venturi.durations import Duration, to_seconds
+from venturi.errors import ConfigurationError, ForkedError, UnknownKind
+from venturi.events import WorkerEvents
+from venturi.models import (
+    CleanupCriteria,
+    HistoryCursor,
+    HistoryFilter,
+    JobId,
+    JobRecord,
+    JobStatus,
+    JournalRecord,
+    NewJob,
+    OnDuplicate,
+    StatsSnapshot,
+)
+from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from venturi.prefix import Prefix
+from venturi.registry import JobDefinition, JobFunction, JobOptions
+from venturi.settlements import Claim, Settlement
+from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
+from venturi.store.protocol import Store
+from venturi.worker.execution import execute
+from venturi.worker.options import default_name
+from venturi.worker.runtime import Worker
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_PREFIX = "venturi"
+DRAIN_RECHECK = 0.05
+
+
+class Queue:
+    """One queue: a table-name prefix in one PostgreSQL database, and its registered jobs.
+
+    Thread-safe; share one per process. Create it after `os.fork()` (a queue used in a
+    child of the process that made it raises `ForkedError`). Close it with `close` or
+    use it as a context manager; a pool passed to `from_pool` is never closed by it.
+
+    ``listen_dsn`` (default: env ``VENTURI_LISTEN_DSN``) is where workers' LISTEN
+    connection goes instead of ``dsn``: the server itself when ``dsn`` leads to a
+    transaction-pooling proxy. ``prepared_statements`` (off by default) lets psycopg
+    prepare frequent statements on the server; never turn it on behind such a proxy.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        pool_size: int | None = None,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        strict: bool = False,
+        pool_timeout: float = 10.0,
+        listen_dsn: str | None = None,
+        prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
+        store: Store | None = None,
+    ) -> None:
+        if store is None:
+            resolved = dsn if dsn is not None else os.environ.get("VENTURI_DSN", "")
+            store = PostgresStore.from_dsn(
+                resolved,
+                Prefix(prefix),
+                pool_size=pool_size,
+                pool_timeout=pool_timeout,
+                prepared_statements=prepared_statements,
+                max_payload_bytes=max_payload_bytes,
+                listen_dsn=_listen_dsn(listen_dsn),
+            )
+        self.store: Store = store
+        self.strict = strict
+        self.definitions: dict[str, JobDefinition] = {}
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_pool(
+        cls,
+        pool: ConnectionPool[Any],
+        prefix: str = DEFAULT_PREFIX,
+        *,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        strict: bool = False,
+        listen_dsn: str | None = None,
+    ) -> Queue:
+        """Share an application's pool; venturi never closes it.
+
+        Behind a transaction-pooling proxy, build the pool with
+        ``kwargs={"prepare_threshold": None}`` and pass ``listen_dsn`` (default: env
+        ``VENTURI_LISTEN_DSN``).
+        """
+        store = PostgresStore.from_pool(
+            pool,
+            Prefix(prefix),
+            max_payload_bytes=max_payload_bytes,
+            listen_dsn=_listen_dsn(listen_dsn),
+        )
+        return cls(store=store, strict=strict)
+
+    @property
+    def prefix(self) -> str:
+        return self.store.prefix.name
+
+    def _check_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise ForkedError(
+                f"this Queue was created in process {self._pid} before os.fork(); create a "
+                "new Queue in the child (for gunicorn, in a post_fork hook)"
+            )
+
+    # -- registration -----------------------------------------------------------------
+
+    def job(
+        self,
+        kind: str,
+        **options: Unpack[JobOptions],
+    ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
+        """Register the decorated function as the handler of ``kind``.
+
+        Options (`JobOptions`): ``max_attempts`` (5), ``backoff`` (exponential with cap
+        and jitter), ``priority`` (0), ``lease`` (60 s), ``timeout`` (None), ``context``.
+        The payload's keys are the function's keyword arguments (checked at enqueue).
+        With ``context=True`` the first argument is the run's `JobContext`.
+        """
+
+        def register(func: Callable[P, R]) -> JobFunction[P, R]:
+            definition = JobDefinition(kind, func, **options)
+            with self._lock:
+                if kind in self.definitions:
+                    raise ConfigurationError(f"kind {kind!r} is already registered")
+                self.definitions[kind] = definition
+            return JobFunction(self, definition, func)
+
+        return register
+
+    # -- enqueue ----------------------------------------------------------------------
+
+    def new_job(
+        self,
+        kind: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        priority: int | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        dedup_key: str | None = None,
+        on_duplicate: OnDuplicate = "keep",
+        max_attempts: int | None = None,
+    ) -> NewJob:
+        """Build a checked `NewJob`, filling defaults from the kind's registration."""
+        definition = self.definitions.get(kind)
+        if definition is None and self.strict:
+            raise UnknownKind(f"kind {kind!r} has no registered handler and the queue is strict")
+        job = NewJob(
+            kind,
+            {} if payload is None else payload,
+            priority=priority
+            if priority is not None
+            else (definition.priority if definition else 0),
+            delay=delay,
+            at=at,
+            dedup_key=dedup_key,
+            on_duplicate=on_duplicate,
+            max_attempts=max_attempts
+            if max_attempts is not None
+            else (definition.max_attempts if definition else 5),
+        )
+        if definition is not None:
+            definition.check_payload(job.payload)
+        return job
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        conn: psycopg.Connection[Any] | None = None,
+        **options: Any,
+    ) -> ULID:
+        """Enqueue one job; returns its id (the id of the pending job it merged into).
+
+        Options: ``priority``, ``delay`` or ``at``, ``dedup_key`` with ``on_duplicate``
+        ('keep', 'replace' or a function of (old, new) payloads), ``max_attempts``.
+        With ``conn`` the insert and its NOTIFY join that connection's transaction and
+        commit or roll back with it. Raises `InvalidJob` (nothing written) or
+        `StoreUnavailable`.
+        """
+        self._check_process()
+        job = self.new_job(kind, payload, **options)
+        return self.store.enqueue(job, conn=conn)
+
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
+    ) -> list[ULID]:
+        """Enqueue many jobs in one round trip (per dedup key, one more); returns ids."""
+        self._check_process()
+        for job in jobs:
+            if not isinstance(job, NewJob):
+                raise TypeError(f"enqueue_many takes NewJob values, got {type(job).__name__}")
+            definition = self.definitions.get(job.kind)
+            if definition is None and self.strict:
+                raise UnknownKind(f"kind {job.kind!r} has no registered handler")
+            if definition is not None:
+                definition.check_payload(job.payload)
+        return self.store.enqueue_many(list(jobs), conn=conn)
+
+    # -- inspection and housekeeping ----------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Create or upgrade this prefix's tables; returns the migrations applied."""
+        self._check_process()
+        return self.store.migrate()
+
+    def get(self, job_id: JobId) -> JobRecord | None:
+        self._check_process()
+        return self.store.get(job_id)
+
+    def journal(self, job_id: JobId) -> list[JournalRecord]:
+        self._check_process()
+        return self.store.journal(job_id)
+
+    def history(
+        self,
+        *,
+        kind: str | None = None,
+        status: JobStatus | str | None = None,
+        finished_since: datetime | None = None,
+        finished_until: datetime | None = None,
+        before: JobRecord | HistoryCursor | None = None,
+        limit: int = 50,
+    ) -> list[JobRecord]:
+        """One page of jobs, newest id first; pass the last record as ``before`` for the next.
+
+        Ids are ULIDs, so this is enqueue time as the enqueuing hosts' clocks saw it (one
+        process's jobs in the order it enqueued them). ``before`` may also be a
+        `HistoryCursor` of any job id, even of a job deleted since.
+        """
+        self._check_process()
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise ConfigurationError(f"limit must be an int within [1, 10000], got {limit!r}")
+        cursor = before.cursor if isinstance(before, JobRecord) else before
+        return self.store.history(
+            HistoryFilter(kind, status, finished_since, finished_until),
+            cursor,
+            limit,
+        )
+
+    def stats(self) -> StatsSnapshot:
+        self._check_process()
+        return self.store.stats()
+
+    def cleanup(
+        self,
+        *,
+        finished_before: datetime,
+        kind: str | None = None,
+        status: JobStatus | str | None = None,
+    ) -> int:
+        """Delete terminal jobs finished before a time (with their journal); returns count."""
+        self._check_process()
+        return self.store.cleanup(CleanupCriteria(finished_before, kind, status))
+
+    def cancel(self, job_id: JobId) -> bool:
+        """Cancel a pending or running job; False if unknown or already finished."""
+        self._check_process()
+        return self.store.cancel(job_id)
+
+    def requeue(self, job_id: JobId) -> bool:
+        """Put a dead, cancelled or completed job back in line; False if not finished."""
+        self._check_process()
+        return self.store.requeue(job_id)
+
+    def requeue_dead(self, kind: str | None = None) -> int:
+        """Put every dead job (of ``kind``) back in line; returns how many went back.
+
+        A dead job whose dedup key a pending job holds stays dead.
+        """
+        self._check_process()
+        return self.store.requeue_dead(kind, note="requeued with all dead jobs")
+
+    # -- working ----------------------------------------------------------------------
+
+    def worker(
+        self,
+        kinds: Sequence[str] | None = None,
+        concurrency: int = 4,
+        priority_floor: int | None = None,
+        name: str | None = None,
+        poll_interval: Duration = 5.0,
+        *,
+        events: WorkerEvents | None = None,
+        **options: Any,
+    ) -> Worker:
+        """A worker for this queue's registered kinds (or ``kinds``); call `start` or `run`.
+
+        ``metrics_port=N`` (extra ``metrics``) serves Prometheus metrics on port N
+        (``metrics_addr``, default 0.0.0.0) until the worker stops.
+        """
+        self._check_process()
+        metrics_port = options.pop("metrics_port", None)
+        metrics_addr = options.pop("metrics_addr", "0.0.0.0")
+        worker = Worker(
+            self.store,
+            self.definitions,
+            kinds=kinds,
+            concurrency=concurrency,
+            priority_floor=priority_floor,
+            name=name,
+            poll_interval=to_seconds(poll_interval, "poll_interval", allow_zero=False),
+            events=events,
+            owner_pid=self._pid,
+            **options,
+        )
+        if metrics_port is not None:
+            try:
+                from venturi.metrics import serve_worker_metrics
+            except ImportError as exc:
+                raise ConfigurationError(f"metrics_port: {exc}") from exc
+            # Built after the worker, so a refused worker option leaves no server behind.
+            worker.events, server = serve_worker_metrics(self, metrics_port, metrics_addr, events)
+            worker.stop_hooks.append(server.close)
+        return worker
+
+    def drain(self, kinds: Sequence[str] | None = None, *, wait_for: Duration = 0) -> int:
+        """Run every due job inline in this thread until none is left; returns runs.
+
+        Retries and pauses that come due while draining run too. With ``wait_for`` it
+        also waits, until that many seconds after the call, for jobs that come due by
+        then (a retry's backoff, a short delay). Leases are renewed by
+        ``ctx.extend_lease()`` only: there is no heartbeat. For tests and scripts.
+        """
+        self._check_process()
+        wanted = list(kinds) if kinds is not None else list(self.definitions)
+        unknown = [k for k in wanted if k not in self.definitions]
+        if unknown:
+            raise ConfigurationError(f"no handler registered for kinds: {', '.join(unknown)}")
+        leases = {k: self.definitions[k].lease for k in wanted}
+        deadline = time.monotonic() + to_seconds(wait_for, "wait_for")
+        name = f"drain:{default_name()}"
+        pause = threading.Event()
+        runs = 0
+        while leases:
+            jobs = self.store.claim(name, leases, 1)
+            if jobs:
+                self._run_claimed(jobs[0], leases[jobs[0].kind])
+                runs += 1
+                continue
+            left = deadline - time.monotonic()
+            until = self.store.seconds_until_visible(list(leases))
+            if until is None or until > left or left <= 0:
+                return runs
+            # A due job we could not claim is locked by someone else: look again shortly.
+            pause.wait(max(until, DRAIN_RECHECK))
+        return runs
+
+    def _run_claimed(self, job: JobRecord, lease: float) -> None:
+        claim = Claim.of(job)
+
+        def extend() -> bool:
+            return self.store.extend_lease([(claim, lease)]).kept(job.id)
+
+        try:
+            settlement = execute(self.definitions[job.kind], JobContext(job, extend=extend))
+        except BaseException:
+            # KeyboardInterrupt or SystemExit from the handler: hand the job back untouched.
+            self.store.settle(claim, Settlement.release("drain interrupted"))
+            raise
+        self.store.settle(claim, settlement)
+
+    def close(self) -> None:
+        """Close the connection pool if this queue opened it."""
+        self.store.close()
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _listen_dsn(value: str | None) -> str | None:
+    """``listen_dsn`` as given, else env ``VENTURI_LISTEN_DSN`` (unset or empty: None)."""
+    return value if value is not None else os.environ.get("VENTURI_LISTEN_DSN") or None

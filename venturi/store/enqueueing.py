@@ -1,0 +1,176 @@
+"""Enqueue on any psycopg connection: plain inserts, batches and dedup merges."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+import psycopg
+from psycopg import pq
+from psycopg.rows import tuple_row
+from ulid import ULID
+
+from venturi.errors import DuplicateJob, InvalidPayload
+from venturi.models import NewJob
+from venturi.payload import encode_payload
+from venturi.prefix import Prefix
+from venturi.store import sqlfiles
+
+# A dedup statement can find the key's holder gone mid-statement (claimed, or inserted by a
+# transaction our snapshot cannot see); each retry takes a fresh snapshot.
+_DEDUP_ATTEMPTS: Final = 20
+
+
+@attrs.define(eq=False)
+class Enqueuer:
+    """Writes new jobs on a given connection.
+
+    On a connection inside a transaction the writes join it: nothing is committed or
+    rolled back here, so the jobs and their NOTIFY commit with the caller's own writes.
+    Multi-statement work uses a savepoint there, or a short transaction on an
+    autocommit connection.
+    """
+
+    prefix: Prefix
+    max_payload_bytes: int
+
+    def _params(self, job: NewJob, job_id: ULID) -> dict[str, Any]:
+        self._check_size(job)
+        return {
+            "id": job_id.to_uuid(),
+            "kind": job.kind,
+            "payload": job.payload_json,
+            "priority": job.priority,
+            "delay": job.delay_seconds,
+            "at": job.at,
+            "max_attempts": job.max_attempts,
+            "dedup_key": job.dedup_key,
+        }
+
+    def _check_size(self, job: NewJob) -> None:
+        size = len(job.payload_json.encode("utf-8"))
+        if size > self.max_payload_bytes:
+            raise InvalidPayload(
+                f"payload of {job.kind!r} is {size} bytes of JSON; "
+                f"the limit is {self.max_payload_bytes} (max_payload_bytes)"
+            )
+
+    def _query(self, name: str) -> Any:
+        return sqlfiles.query(name, self.prefix)
+
+    def _first_row(
+        self, conn: psycopg.Connection[Any], name: str, params: dict[str, Any]
+    ) -> tuple[Any, ...] | None:
+        """Run one statement on ``conn`` and return its first row, if any."""
+        with conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(self._query(name), params)
+            return cur.fetchone() if cur.description else None
+
+    def enqueue(self, conn: psycopg.Connection[Any], job: NewJob, job_id: ULID) -> ULID:
+        """Write ``job`` under ``job_id`` (chosen by the caller, so a retry after a lost
+        answer can look for it); returns its id, or the id of the pending job it merged
+        into."""
+        params = self._params(job, job_id)
+        if job.dedup_key is None:
+            self._first_row(conn, "enqueue", params)
+            return job_id
+        if job.on_duplicate == "keep":
+            return self._dedup_statement(conn, "enqueue_keep", params, job)
+        if job.on_duplicate == "replace":
+            return self._dedup_statement(conn, "enqueue_replace", params, job)
+        return self._merge_with_function(conn, job, params)
+
+    def _dedup_statement(
+        self, conn: psycopg.Connection[Any], name: str, params: dict[str, Any], job: NewJob
+    ) -> ULID:
+        for _ in range(_DEDUP_ATTEMPTS):
+            row = self._first_row(conn, name, params)
+            if row is not None:
+                return ULID.from_uuid(row[0])
+        raise DuplicateJob(
+            f"could not enqueue {job.kind!r} with dedup_key {job.dedup_key!r}: the key's "
+            f"holder kept changing for {_DEDUP_ATTEMPTS} attempts"
+        )
+
+    def _merge_with_function(
+        self, conn: psycopg.Connection[Any], job: NewJob, params: dict[str, Any]
+    ) -> ULID:
+        merge = job.on_duplicate
+        assert callable(merge)
+        key = {"kind": job.kind, "dedup_key": job.dedup_key}
+        self._join_callers_transaction(conn)
+        for _ in range(_DEDUP_ATTEMPTS):
+            with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+                holder = cur.execute(self._query("dedup_holder"), key).fetchone()
+                if holder is None:
+                    inserted = cur.execute(self._query("enqueue_if_absent"), params).fetchone()
+                    if inserted is not None:
+                        return ULID.from_uuid(inserted[0])
+                    continue
+                current = holder[1]
+                if isinstance(current, str):  # a caller's connection may load jsonb as text
+                    current = json.loads(current)  # (Django's does, for its JSONField)
+                merged = merge(dict(current), dict(job.payload))
+                if not isinstance(merged, Mapping):
+                    raise InvalidPayload(
+                        f"merge function for {job.kind!r} returned {type(merged).__name__}, "
+                        "not a dict"
+                    )
+                text = encode_payload(merged, max_bytes=self.max_payload_bytes)
+                note = f"duplicate enqueue merged by {getattr(merge, '__name__', 'merge')}"
+                cur.execute(
+                    self._query("dedup_merge"), {"id": holder[0], "payload": text, "note": note}
+                )
+                return ULID.from_uuid(holder[0])
+        raise DuplicateJob(
+            f"could not merge {job.kind!r} with dedup_key {job.dedup_key!r} after "
+            f"{_DEDUP_ATTEMPTS} attempts"
+        )
+
+    def written(self, conn: psycopg.Connection[Any], ids: Sequence[ULID]) -> bool:
+        """True if any of ``ids`` is stored: an earlier attempt whose answer was lost did
+        commit (a batch commits whole, so one id tells for all of it)."""
+        return self._first_row(conn, "jobs_exist", {"ids": [i.to_uuid() for i in ids]}) is not None
+
+    def _join_callers_transaction(self, conn: psycopg.Connection[Any]) -> None:
+        """Open the caller's transaction if their connection is idle, so that a following
+        ``conn.transaction()`` is a savepoint inside it. On an idle non-autocommit
+        connection psycopg would BEGIN *and COMMIT* a transaction of its own, committing
+        the job however the caller's transaction ends."""
+        if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            conn.execute(self._query("now"))
+
+    def enqueue_many(
+        self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], ids: Sequence[ULID]
+    ) -> list[ULID]:
+        """Write ``jobs`` under ``ids`` (one each, chosen by the caller); returns each
+        job's id, or for a deduplicated one the id of the pending job it merged into."""
+        plain = [(i, j) for i, j in zip(ids, jobs, strict=True) if j.dedup_key is None]
+        deduped = [j for j in jobs if j.dedup_key is not None]
+        for job in jobs:
+            self._check_size(job)
+        if not jobs:
+            return []
+        params = {
+            "ids": [i.to_uuid() for i, _ in plain],
+            "kinds": [j.kind for _, j in plain],
+            "payloads": [j.payload_json for _, j in plain],
+            "priorities": [j.priority for _, j in plain],
+            "delays": [j.delay_seconds for _, j in plain],
+            "ats": [j.at for _, j in plain],
+            "max_attempts": [j.max_attempts for _, j in plain],
+        }
+        if not deduped:
+            self._first_row(conn, "enqueue_many", params)
+            return list(ids)
+        self._join_callers_transaction(conn)
+        with conn.transaction():
+            if plain:
+                self._first_row(conn, "enqueue_many", params)
+            result = list(ids)
+            for index, job in enumerate(jobs):
+                if job.dedup_key is not None:
+                    result[index] = self.enqueue(conn, job, ids[index])
+            return result

@@ -1,0 +1,207 @@
+"""The store's operations beside a job's run: the schema, reads, the listener's
+connection, and housekeeping (cleanup, cancel, requeue). `PostgresStore` inherits them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import errors
+from psycopg_pool import ConnectionPool
+from ulid import ULID
+
+from venturi.errors import DuplicateJob
+from venturi.models import (
+    SMALLINT_MIN,
+    CleanupCriteria,
+    HistoryCursor,
+    HistoryFilter,
+    JobId,
+    JobRecord,
+    JournalRecord,
+    KindStats,
+    StatsSnapshot,
+    to_uuid,
+)
+from venturi.prefix import Prefix
+from venturi.store import migrations, sqlfiles
+from venturi.store.dsn import connect_defaults, parse_dsn
+from venturi.store.notifier import PostgresNotifier
+from venturi.store.statements import check_batch, run_statement
+
+
+class Housekeeping:
+    """Operations of `PostgresStore` outside a job's run, over its pool and prefix."""
+
+    pool: ConnectionPool[Any]
+    prefix: Prefix
+    migration_lock_timeout: float
+    listen_dsn: str | None
+
+    def connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        raise NotImplementedError  # `PostgresStore.connection`
+
+    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        raise NotImplementedError  # `PostgresStore._fetch`
+
+    def next_visible_at(
+        self, kinds: Sequence[str], priority_floor: int | None = None
+    ) -> datetime | None:
+        """When the next pending job of ``kinds`` (at or above ``priority_floor``) is due."""
+        return self._next_visible(kinds, priority_floor)[0]
+
+    def seconds_until_visible(
+        self, kinds: Sequence[str], priority_floor: int | None = None
+    ) -> float | None:
+        """Database-clock seconds until a pending job of ``kinds`` at or above
+        ``priority_floor`` is due (0 if one is already); None when none is pending."""
+        visible_at, now = self._next_visible(kinds, priority_floor)
+        if visible_at is None or now is None:
+            return None
+        return max(0.0, (visible_at - now).total_seconds())
+
+    def _next_visible(
+        self, kinds: Sequence[str], priority_floor: int | None
+    ) -> tuple[datetime | None, datetime | None]:
+        if not kinds:
+            return None, None
+        floor = SMALLINT_MIN if priority_floor is None else priority_floor
+        rows = self._fetch("next_visible_at", {"kinds": list(kinds), "priority_floor": floor})
+        return (rows[0][0], rows[0][1]) if rows else (None, None)
+
+    # -- schema -----------------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        with self.connection() as conn:
+            return migrations.migrate(conn, self.prefix, self.migration_lock_timeout)
+
+    def check_schema(self) -> None:
+        with self.connection() as conn:
+            migrations.check(conn, self.prefix)
+
+    def schema_script(self, after: int = 0, made_by: str = "venturi") -> str:
+        return migrations.schema_script(self.prefix, after, self.migration_lock_timeout, made_by)
+
+    def drop_prefix(self) -> None:
+        self._fetch("drop_prefix")
+
+    def ping(self) -> str:
+        with self.connection() as conn:
+            # A pooled connection may be stale: one statement proves this one works.
+            run_statement(conn, sqlfiles.query("now", self.prefix))
+            return conn.info.parameter_status("server_version") or "?"
+
+    def now(self) -> datetime:
+        value: datetime = self._fetch("now")[0][0]
+        return value
+
+    def notifier(self) -> PostgresNotifier:
+        """A new listener built from the pool's own connection parameters (TLS included),
+        or from ``listen_dsn`` when set (straight to the server past a transaction-pooling
+        proxy), with the pool's connect keywords under the ones that DSN sets itself."""
+        conninfo, kwargs = self.connection_params()
+        if self.listen_dsn is None:
+            return PostgresNotifier(conninfo, kwargs, self.prefix)
+        own = parse_dsn(self.listen_dsn, "listen_dsn")
+        kwargs = {**connect_defaults(own), **kwargs}
+        kwargs = {k: v for k, v in kwargs.items() if k not in own}
+        return PostgresNotifier(self.listen_dsn, kwargs, self.prefix)
+
+    def connection_params(self) -> tuple[str, dict[str, Any]]:
+        """The pool's conninfo and connect keywords (less autocommit), resolving a pool
+        configured with callables, so side connections match the pool's (TLS included)."""
+        conninfo = self.pool.conninfo() if callable(self.pool.conninfo) else self.pool.conninfo
+        raw = self.pool.kwargs() if callable(self.pool.kwargs) else self.pool.kwargs
+        kwargs = {k: v for k, v in (raw or {}).items() if k != "autocommit"}
+        return conninfo, kwargs
+
+    def notify(self, payload: str) -> None:
+        self._fetch("notify", {"payload": payload})
+
+    # -- reading and housekeeping -----------------------------------------------------
+
+    def get(self, job_id: JobId) -> JobRecord | None:
+        rows = self._fetch("get", {"id": to_uuid(job_id)})
+        return JobRecord.from_row(rows[0]) if rows else None
+
+    def journal(self, job_id: JobId) -> list[JournalRecord]:
+        return [JournalRecord.from_row(r) for r in self._fetch("journal", {"id": to_uuid(job_id)})]
+
+    def last_notes(self, job_ids: Sequence[JobId]) -> dict[ULID, str]:
+        """Each job's latest non-empty journal note (jobs without one are left out)."""
+        if not job_ids:
+            return {}
+        rows = self._fetch("last_notes", {"ids": [to_uuid(i) for i in job_ids]})
+        return {ULID.from_uuid(row[0]): row[1] for row in rows}
+
+    def history(
+        self, filter: HistoryFilter, before: HistoryCursor | None = None, limit: int = 50
+    ) -> list[JobRecord]:
+        params = {
+            "kind": filter.kind,
+            "status": None if filter.status is None else filter.status.value,
+            "finished_since": filter.finished_since,
+            "finished_until": filter.finished_until,
+            "before_id": None if before is None else before.id.to_uuid(),
+            "limit": limit,
+        }
+        return [JobRecord.from_row(r) for r in self._fetch("history", params)]
+
+    def cleanup(self, criteria: CleanupCriteria, batch: int = 1000) -> int:
+        check_batch(batch, "cleanup")
+        params = {
+            "finished_before": criteria.finished_before,
+            "kind": criteria.kind,
+            "status": None if criteria.status is None else criteria.status.value,
+            "batch": batch,
+        }
+        total = 0
+        while True:
+            deleted = int(self._fetch("cleanup", params)[0][0])
+            total += deleted
+            if deleted < batch:
+                return total
+
+    def stats(self) -> StatsSnapshot:
+        rows = self._fetch("stats")
+        kinds = tuple(KindStats(*row[:8]) for row in rows)
+        taken_at = rows[0][8] if rows else self.now()
+        return StatsSnapshot(kinds, taken_at)
+
+    def cancel(self, job_id: JobId, note: str | None = None) -> bool:
+        return bool(self._fetch("cancel", {"id": to_uuid(job_id), "note": note}))
+
+    def requeue(self, job_id: JobId, note: str | None = None) -> bool:
+        try:
+            return bool(self._fetch("requeue", {"id": to_uuid(job_id), "note": note}))
+        except errors.UniqueViolation as exc:
+            raise DuplicateJob(
+                f"job {job_id} cannot be requeued: another pending job holds its dedup key"
+            ) from exc
+
+    def requeue_dead(
+        self, kind: str | None = None, note: str | None = None, batch: int = 1000
+    ) -> int:
+        """Requeue every job dead now (of ``kind``), in bounded batches; returns the count.
+
+        A dead job whose dedup key a pending job holds stays dead.
+        """
+        check_batch(batch, "requeue")
+        params = {"kind": kind, "dead_before": self.now(), "note": note, "batch": batch}
+        total = 0
+        races = 0
+        while True:
+            try:
+                count = len(self._fetch("requeue_dead", params))
+            except errors.UniqueViolation as exc:
+                # An enqueue took a key mid-statement; nothing changed, so try again.
+                races += 1
+                if races > 20:
+                    raise DuplicateJob("requeue kept racing enqueues for dedup keys") from exc
+                continue
+            total += count
+            if count < batch:
+                return total

@@ -1,0 +1,387 @@
+"""`PostgresStore`: the store protocol over a psycopg connection pool."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, TypeVar
+
+import attrs
+import psycopg
+from psycopg import errors
+from psycopg_pool import ConnectionPool, PoolTimeout
+from ulid import ULID
+
+from venturi.errors import ConfigurationError, StoreUnavailable, first_line
+from venturi.models import (
+    SMALLINT_MIN,
+    JobRecord,
+    NewJob,
+    Outcome,
+)
+from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from venturi.prefix import Prefix
+from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
+from venturi.store import migrations, retrying, sqlfiles
+from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn
+from venturi.store.enqueueing import Enqueuer
+from venturi.store.housekeeping import Housekeeping
+from venturi.store.ids import new_id
+from venturi.store.owned_pools import open_owned
+from venturi.store.statements import (
+    BUSY,
+    Busy,
+    mapped_errors,
+    new_pool,
+    run_statement,
+    while_busy,
+)
+
+logger = logging.getLogger("venturi.store")
+T = TypeVar("T")
+
+DEFAULT_POOL_SIZE: Final = 10
+DEFAULT_POOL_TIMEOUT: Final = 10.0
+# How long an enqueue on the store's own pool keeps retrying a passing error (a deadlock,
+# a lock or statement timeout, a restart) before it raises `StoreUnavailable`.
+ENQUEUE_RETRY_SECONDS: Final = 10.0
+_REPEND_ATTEMPTS: Final = 5
+# Server-side prepared statements (psycopg prepares a query on its fifth run) are off by
+# default: a transaction-pooling proxy such as PgBouncer hands each transaction another
+# server connection, where the statement is missing or means another query. Measured with
+# `venturi bench --compare-prepared` (README, "Behind PgBouncer").
+DEFAULT_PREPARED_STATEMENTS: Final = False
+_SETTLE_FILES: Final = {
+    SettleAction.RETRY: "fail_run",
+    SettleAction.PAUSE: "settle_pause",
+    SettleAction.DEAD: "settle_dead",
+    SettleAction.RELEASE: "settle_release",
+}
+
+
+# A dict-backed class (no slots), so a test may replace one operation of one instance.
+@attrs.define(eq=False, slots=False)
+class PostgresStore(Housekeeping):
+    """The store over a `psycopg_pool.ConnectionPool`, under one table-name prefix.
+
+    Built with `from_dsn` (it opens and later closes its own pool) or `from_pool` (it
+    borrows the caller's pool and never closes it). Thread-safe: every operation takes a
+    pooled connection for one statement or one short transaction. Database outages
+    surface as `StoreUnavailable`.
+    """
+
+    pool: ConnectionPool[Any]
+    prefix: Prefix
+    owns_pool: bool = attrs.field(kw_only=True)
+    max_payload_bytes: int = attrs.field(default=DEFAULT_MAX_PAYLOAD_BYTES, kw_only=True)
+    migration_lock_timeout: float = attrs.field(
+        default=migrations.DEFAULT_LOCK_TIMEOUT, kw_only=True
+    )
+    listen_dsn: str | None = attrs.field(default=None, kw_only=True)
+    _enqueuer: Enqueuer = attrs.field(init=False)
+
+    @max_payload_bytes.validator
+    def _check_max_payload_bytes(self, _: attrs.Attribute[int], value: int) -> None:
+        if value < 1:
+            raise ConfigurationError(f"max_payload_bytes must be positive, got {value}")
+
+    @listen_dsn.validator
+    def _check_listen_dsn(self, _: attrs.Attribute[str | None], value: str | None) -> None:
+        if value is not None:
+            parse_dsn(value, "listen_dsn")
+
+    @_enqueuer.default
+    def _new_enqueuer(self) -> Enqueuer:
+        return Enqueuer(self.prefix, self.max_payload_bytes)
+
+    @classmethod
+    def from_dsn(
+        cls,
+        dsn: str,
+        prefix: Prefix,
+        *,
+        pool_size: int | None = None,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
+        **options: Any,
+    ) -> PostgresStore:
+        """Open a pool of ``pool_size`` autocommit connections (libpq defaults for "").
+
+        ``prepared_statements`` lets psycopg prepare statements it runs often on the
+        server; leave it off behind a transaction-pooling proxy (PgBouncer).
+        """
+        size = DEFAULT_POOL_SIZE if pool_size is None else pool_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigurationError(f"pool_size must be a positive int, got {pool_size!r}")
+        if not isinstance(prepared_statements, bool):
+            raise ConfigurationError(
+                f"prepared_statements must be True or False, got {prepared_statements!r}"
+            )
+        kwargs = connect_defaults(parse_dsn(dsn, "dsn"))
+        if not prepared_statements:
+            kwargs["prepare_threshold"] = None
+        pool = new_pool(dsn, kwargs, size, pool_timeout, f"venturi-{prefix.name}")
+        store = cls(pool, prefix, owns_pool=True, **options)  # may refuse an option
+        open_owned(pool)  # only now, so a refused option leaves no pool running
+        return store
+
+    @classmethod
+    def from_pool(cls, pool: ConnectionPool[Any], prefix: Prefix, **options: Any) -> PostgresStore:
+        """Borrow a caller's pool; venturi never closes it."""
+        return cls(pool, prefix, owns_pool=False, **options)
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection. Errors become venturi's (`venturi.store.retrying.store_error`):
+        outages, pool exhaustion and other passing failures `StoreUnavailable`, a missing
+        table `SchemaError`, anything else `StoreError`. A unique violation stays raw for
+        the store's dedup handling."""
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise StoreUnavailable(
+                f"no database connection within {self.pool.timeout:g}s "
+                f"({redact_dsn(self.connection_params()[0])}): {self._why_no_connection()}"
+            ) from exc
+        except errors.UniqueViolation:
+            raise  # the store's own callers read it (a dedup key taken by a racing enqueue)
+        except psycopg.Error as exc:
+            if retrying.outcome_unknown(exc):
+                # After a server restart every idle pooled connection is dead, and each
+                # would fail one request in turn (a worker backing off between claims
+                # would need a minute to get through them); test and replace them now.
+                self.pool.check()
+            raise retrying.store_error(exc) from exc
+
+    def _why_no_connection(self) -> str:
+        """Why the pool had nothing to give. The pool only logs its connection errors, so
+        one direct attempt finds the reason (a refused certificate, a wrong password);
+        if that attempt succeeds, the pool's connections were all busy."""
+        conninfo, kwargs = self.connection_params()
+        try:
+            # libpq's shortest timeout: the caller has already waited for the pool.
+            psycopg.connect(conninfo, **{**kwargs, "connect_timeout": 2}).close()
+        except psycopg.Error as exc:
+            return first_line(exc)
+        return f"all {self.pool.max_size} pooled connections were busy"
+
+    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.connection() as conn:
+            return run_statement(conn, sqlfiles.query(name, self.prefix), params)
+
+    # -- enqueue ----------------------------------------------------------------------
+
+    def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
+        job_id = new_id()
+        if conn is not None:
+            with mapped_errors():
+                return self._enqueuer.enqueue(conn, job, job_id)
+        return self._write_own(
+            lambda own: self._enqueuer.enqueue(own, job, job_id),
+            [job_id],
+            job_id,
+            repeatable=not callable(job.on_duplicate),
+            what=f"enqueue of {job.kind!r}",
+        )
+
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
+    ) -> list[ULID]:
+        ids = [new_id() for _ in jobs]
+        if conn is not None:
+            with mapped_errors():
+                return self._enqueuer.enqueue_many(conn, jobs, ids)
+        plain = [i for i, j in zip(ids, jobs, strict=True) if j.dedup_key is None]
+        return self._write_own(
+            lambda own: self._enqueuer.enqueue_many(own, jobs, ids),
+            plain,
+            ids,
+            # With no plain job in the batch nothing tells whether a lost attempt
+            # committed, and a merge function must not merge twice.
+            repeatable=bool(plain) and not any(callable(j.on_duplicate) for j in jobs),
+            what=f"enqueue of {len(jobs)} jobs",
+        )
+
+    def _write_own(
+        self,
+        write: Callable[[psycopg.Connection[Any]], T],
+        ids: Sequence[ULID],
+        written_result: T,
+        *,
+        repeatable: bool,
+        what: str,
+    ) -> T:
+        """Run an enqueue on a pooled connection, retrying passing errors for up to
+        `ENQUEUE_RETRY_SECONDS`. The ids were made before the first attempt, so a retry
+        after a lost answer first looks for them: a write that did commit is recognised
+        (returning ``written_result``), never made twice. A write that cannot be
+        recognised (``repeatable`` False) is not retried after a lost answer."""
+        attempts = 0
+
+        def attempt() -> T:
+            nonlocal attempts
+            attempts += 1
+            with self.connection() as own:
+                if attempts > 1 and ids and self._enqueuer.written(own, ids):
+                    return written_result
+                return write(own)
+
+        return retrying.retry(
+            attempt,
+            what=what,
+            logger=logger,
+            deadline=time.monotonic() + ENQUEUE_RETRY_SECONDS,
+            retry_unknown_outcome=repeatable,
+        )
+
+    # -- claim and settle -------------------------------------------------------------
+
+    def claim(
+        self,
+        worker: str,
+        leases: dict[str, float],
+        limit: int,
+        priority_floor: int | None = None,
+    ) -> list[JobRecord]:
+        if limit < 1 or not leases:
+            return []
+        rows = self._fetch(
+            "claim",
+            {
+                "kinds": list(leases),
+                "leases": [float(v) for v in leases.values()],
+                "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
+                "limit": limit,
+                "worker": worker,
+            },
+        )
+        jobs = [JobRecord.from_row(row) for row in rows]
+        jobs.sort(key=lambda j: (-j.priority, j.visible_at, j.id))
+        return jobs
+
+    def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
+        if settlement.action is SettleAction.COMPLETE:
+            done = while_busy(lambda: self._complete_one(claim, settlement))
+            return Outcome.COMPLETED if done else None
+        carry = settlement.carry_json
+        params = {
+            "id": claim.job_id.to_uuid(),
+            "owner": claim.claimed_by,
+            "run": claim.run_count,
+            "lapsed": False,
+            "delay": settlement.delay,
+            "at": settlement.at,
+            "set_carry": carry is not None,
+            "carry": carry,
+            "note": settlement.note,
+        }
+        name = _SETTLE_FILES[settlement.action]
+        return while_busy(lambda: self._repend(name, params))
+
+    def _repend(self, name: str, params: dict[str, Any]) -> Outcome | Busy | None:
+        """Run a statement that may put a job back to pending: the journal outcome when
+        it applied, None when fenced out, `BUSY` when another session held the row locked.
+
+        Re-pending gives up the job's dedup key when a newer pending job holds it, but a
+        racing enqueue can take the key between that check and the write. The statement
+        then fails having changed nothing, so it runs again (a few times at most)."""
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                rows = self._fetch(name, params)
+                break
+            except errors.UniqueViolation as exc:
+                if attempts == _REPEND_ATTEMPTS:
+                    raise StoreUnavailable(
+                        f"{name}: enqueues kept taking the job's dedup key ({attempts} tries)"
+                    ) from exc
+        if not rows:
+            return None
+        return BUSY if rows[0][0] is None else Outcome(rows[0][0])
+
+    def _complete_one(self, claim: Claim, settlement: Settlement) -> bool | Busy:
+        outcome = self.complete_many([(claim, settlement)])
+        return BUSY if outcome.busy else claim.job_id in outcome.applied
+
+    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
+        if not items:
+            return BatchOutcome()
+        rows = self._fetch(
+            "settle_complete",
+            {
+                "ids": [c.job_id.to_uuid() for c, _ in items],
+                "owners": [c.claimed_by for c, _ in items],
+                "runs": [c.run_count for c, _ in items],
+                "attachments": [s.attachment_json for _, s in items],
+                "notes": [s.note for _, s in items],
+            },
+        )
+        return BatchOutcome.from_rows(rows)
+
+    def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome:
+        if not leases:
+            return BatchOutcome()
+        rows = self._fetch(
+            "extend_lease",
+            {
+                "ids": [c.job_id.to_uuid() for c, _ in leases],
+                "owners": [c.claimed_by for c, _ in leases],
+                "runs": [c.run_count for c, _ in leases],
+                "leases": [float(s) for _, s in leases],
+            },
+        )
+        return BatchOutcome.from_rows(rows)
+
+    def find_stale(self, limit: int = 100) -> list[JobRecord]:
+        return [JobRecord.from_row(r) for r in self._fetch("find_stale", {"limit": limit})]
+
+    def recover(self, job: JobRecord, delay: float = 0.0) -> Outcome | None:
+        params = {
+            "id": job.id.to_uuid(),
+            "owner": job.claimed_by,
+            "run": job.run_count,
+            "lapsed": True,
+            "delay": float(delay),
+            "set_carry": False,
+            "carry": None,
+            "note": f"lease held by {job.claimed_by or '?'} expired",
+        }
+        outcome = self._repend("fail_run", params)
+        # A row locked meanwhile is left for the next scan: one lock never stalls the reaper.
+        return None if outcome is BUSY else outcome
+
+    def sibling(self, pool_size: int = 1) -> PostgresStore:
+        """A store on the same database and prefix with a small pool of its own (built
+        from the same connection parameters), for work a busy main pool must not starve."""
+        conninfo, kwargs = self.connection_params()
+        name = f"venturi-{self.prefix.name}-side"
+        pool = new_pool(conninfo, kwargs, pool_size, self.pool.timeout, name)
+        open_owned(pool)
+        return PostgresStore(
+            pool,
+            self.prefix,
+            owns_pool=True,
+            max_payload_bytes=self.max_payload_bytes,
+            listen_dsn=self.listen_dsn,
+        )
+
+    def with_prefix(self, prefix: Prefix) -> PostgresStore:
+        return PostgresStore(
+            self.pool,
+            prefix,
+            owns_pool=False,
+            max_payload_bytes=self.max_payload_bytes,
+            migration_lock_timeout=self.migration_lock_timeout,
+            listen_dsn=self.listen_dsn,
+        )
+
+    def close(self) -> None:
+        """Close the pool if this store opened it; a borrowed pool is left alone."""
+        if self.owns_pool:
+            self.pool.close()

@@ -1,0 +1,152 @@
+"""The store protocol: every operation the queue and the worker need from a database."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from psycopg import Connection
+from ulid import ULID
+
+from venturi.models import (
+    CleanupCriteria,
+    HistoryCursor,
+    HistoryFilter,
+    JobId,
+    JobRecord,
+    JournalRecord,
+    NewJob,
+    Outcome,
+    StatsSnapshot,
+)
+from venturi.prefix import Prefix
+from venturi.settlements import BatchOutcome, Claim, Settlement
+
+
+class Notifier(Protocol):
+    """A dedicated LISTEN connection on the prefix's channel."""
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True if a notification arrived (or the
+        connection was re-established, since one may have been missed)."""
+        ...
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def polling(self) -> bool:
+        """True once it stopped listening for good (a transaction-pooling proxy)."""
+        ...
+
+    def connect(self) -> None: ...
+
+    def stop_listening(self) -> None:
+        """UNLISTEN and close; `wait` then only sleeps (or is woken)."""
+        ...
+
+    def wake(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Store(Protocol):
+    """What venturi needs from a database. `PostgresStore` is the implementation.
+
+    The only door to the database: the queue, the worker, the CLI, the demo, the
+    benchmark and the framework integrations use these operations and nothing else."""
+
+    @property
+    def prefix(self) -> Prefix: ...
+
+    def migrate(self) -> list[str]: ...
+
+    def check_schema(self) -> None: ...
+
+    def schema_script(self, after: int = 0, made_by: str = "venturi") -> str:
+        """The DDL of the migrations after ``after``, as one script to apply by hand."""
+        ...
+
+    def drop_prefix(self) -> None:
+        """Drop every table of the prefix (jobs, journal and migration history)."""
+        ...
+
+    def ping(self) -> str:
+        """One round trip to the database; returns the server's version."""
+        ...
+
+    def enqueue(self, job: NewJob, conn: Connection[Any] | None = None) -> ULID: ...
+
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], conn: Connection[Any] | None = None
+    ) -> list[ULID]: ...
+
+    def claim(
+        self,
+        worker: str,
+        leases: dict[str, float],
+        limit: int,
+        priority_floor: int | None = None,
+    ) -> list[JobRecord]: ...
+
+    def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
+        """Apply ``settlement`` if ``claim`` still holds its job: the journal outcome the
+        database recorded (a retry of the last allowed attempt is ``dead``), or None when
+        the run had lost its claim and nothing changed."""
+
+    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome: ...
+
+    def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome: ...
+
+    def find_stale(self, limit: int = 100) -> list[JobRecord]: ...
+
+    def recover(self, job: JobRecord, delay: float = 0.0) -> Outcome | None:
+        """Take back ``job``'s expired claim: ``recovered`` (pending after ``delay``) or
+        ``dead`` (out of attempts); None when fenced out or its row is locked meanwhile."""
+
+    def next_visible_at(
+        self, kinds: Sequence[str], priority_floor: int | None = None
+    ) -> datetime | None: ...
+
+    def seconds_until_visible(
+        self, kinds: Sequence[str], priority_floor: int | None = None
+    ) -> float | None: ...
+
+    def sibling(self, pool_size: int = 1) -> Store: ...
+
+    def with_prefix(self, prefix: Prefix) -> Store:
+        """A store on the same connections under another prefix; closing it leaves them."""
+        ...
+
+    def now(self) -> datetime: ...
+
+    def notifier(self) -> Notifier: ...
+
+    def notify(self, payload: str) -> None: ...
+
+    def get(self, job_id: JobId) -> JobRecord | None: ...
+
+    def journal(self, job_id: JobId) -> list[JournalRecord]: ...
+
+    def last_notes(self, job_ids: Sequence[JobId]) -> dict[ULID, str]:
+        """Each job's latest non-empty journal note (jobs without one are left out)."""
+        ...
+
+    def history(
+        self, filter: HistoryFilter, before: HistoryCursor | None = None, limit: int = 50
+    ) -> list[JobRecord]: ...
+
+    def cleanup(self, criteria: CleanupCriteria, batch: int = 1000) -> int: ...
+
+    def stats(self) -> StatsSnapshot: ...
+
+    def cancel(self, job_id: JobId, note: str | None = None) -> bool: ...
+
+    def requeue(self, job_id: JobId, note: str | None = None) -> bool: ...
+
+    def requeue_dead(
+        self, kind: str | None = None, note: str | None = None, batch: int = 1000
+    ) -> int: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,90 @@
+"""The store's plumbing: running one statement, a new pool, errors of a caller's
+connection, and waiting out a row another session holds locked."""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Final, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool
+
+from venturi.errors import ConfigurationError
+from venturi.store import retrying
+
+T = TypeVar("T")
+
+# psycopg_pool retries a failed connection with a doubling, uncapped delay until this
+# many seconds pass, so after a long outage its next attempt could come minutes after
+# the server is back. Giving up sooner lets the next request start a fresh attempt at
+# once: workers resume within seconds of the database, whatever the outage's length.
+RECONNECT_TIMEOUT: Final = 10.0
+BUSY_BACKOFF: Final = retrying.Backoff(base=0.01, cap=0.5)
+
+
+class Busy(enum.Enum):
+    """Another session held the row locked: nothing changed, try again."""
+
+    BUSY = "busy"
+
+
+BUSY: Final = Busy.BUSY
+
+
+def while_busy(step: Callable[[], T | Busy]) -> T:
+    """Run ``step`` until the row it settles is free, as a one-row UPDATE would wait for
+    it (the statements themselves skip locked rows, so they never deadlock)."""
+    failures = 0
+    while True:
+        result = step()
+        if not isinstance(result, Busy):
+            return result
+        failures += 1
+        time.sleep(BUSY_BACKOFF.delay(failures))
+
+
+@contextmanager
+def mapped_errors() -> Iterator[None]:
+    """Raise psycopg errors of a caller's connection as venturi's, never retried: the
+    caller's transaction is aborted and only the caller may roll it back."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise retrying.store_error(exc) from exc
+
+
+def new_pool(
+    conninfo: str, kwargs: dict[str, Any], size: int, timeout: float, name: str
+) -> ConnectionPool[Any]:
+    """An unopened pool of autocommit connections: each statement is its own transaction."""
+    return ConnectionPool(
+        conninfo,
+        min_size=min(2, size),
+        max_size=size,
+        kwargs={**kwargs, "autocommit": True},
+        timeout=timeout,
+        reconnect_timeout=RECONNECT_TIMEOUT,
+        name=name,
+        open=False,
+    )
+
+
+def check_batch(batch: object, operation: str) -> None:
+    # A batch of 0 changes nothing yet never comes back "short": the loop would not end.
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ConfigurationError(f"{operation} batch must be a positive int, got {batch!r}")
+
+
+def run_statement(
+    conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
+) -> list[tuple[Any, ...]]:
+    """Run one statement. Pool connections autocommit, or (a borrowed pool's) commit when
+    `ConnectionPool.connection` returns them, so each statement is its own transaction."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(query, params)
+        return cur.fetchall() if cur.description else []

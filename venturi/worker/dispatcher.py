@@ -1,0 +1,183 @@
+"""The dispatcher: claims jobs into a worker's free slots and sleeps on the listener."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+
+from venturi.errors import StoreError, StoreUnavailable
+from venturi.models import JobRecord
+from venturi.store import retrying
+from venturi.store.protocol import Notifier, Store
+from venturi.worker.held import HeldJob
+from venturi.worker.prefetch import Prefetch
+
+logger = logging.getLogger("venturi.worker")
+
+PROBE_TIMEOUT: Final = 2.0
+# A due job we could not claim is locked by another transaction (a peer's claim in
+# flight, or a caller's open transaction); waiting a moment instead of zero keeps the
+# dispatcher from spinning until that lock goes. New work still wakes it by NOTIFY.
+MIN_IDLE_WAIT: Final = 0.05
+CLAIM_BACKOFF: Final = retrying.Backoff(base=1.0, cap=5.0)
+
+
+@attrs.define(eq=False, kw_only=True)
+class Dispatcher:
+    """Claims up to the free slots in one statement and queues the jobs for handlers.
+
+    Slots: ``capacity`` jobs may be claimed and not yet finished running (running, or
+    prefetched and waiting for a handler thread). With no slot free it waits for one;
+    with slots free and nothing claimable it blocks on the notifier until a NOTIFY, the
+    next job's visibility time or ``poll_interval``, whichever comes first. A notifier
+    that reconnected returns at once, so a claim pass follows every reconnect.
+    """
+
+    store: Store = attrs.field(kw_only=False)
+    notifier: Notifier = attrs.field(kw_only=False)
+    name: str
+    leases: dict[str, float]
+    concurrency: int
+    prefetch: Prefetch
+    priority_floor: int | None
+    poll_interval: float
+    _hold: Callable[[JobRecord], HeldJob]
+    _ready: queue.SimpleQueue[HeldJob | None]
+    _stopping: threading.Event
+    listening: bool = attrs.field(init=False, default=False)
+    _lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
+    _busy: int = attrs.field(init=False, default=0)
+    _slot_freed: threading.Event = attrs.field(init=False, factory=threading.Event)
+    _probed: bool = attrs.field(init=False, default=False)
+
+    def run(self) -> None:
+        """The dispatcher thread's body: until ``stopping`` is set. A fatal database
+        error ends it by raising (the worker's supervisor stops the worker)."""
+        if not self._probed:
+            self._probe()
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                asked, got = self.claim_pass()
+                failures = 0
+            except Exception as exc:
+                if retrying.classify(exc) is retrying.ErrorClass.FATAL:
+                    raise
+                failures += 1
+                if isinstance(exc, StoreUnavailable):
+                    logger.warning("claim failed: %s; retrying", exc)
+                else:
+                    logger.exception("claim pass failed; retrying")
+                self._stopping.wait(CLAIM_BACKOFF.delay(failures))
+                continue
+            if asked == 0:
+                self._slot_freed.wait(self.poll_interval)
+                self._slot_freed.clear()
+            elif got < asked:
+                if not self._probed and self.notifier.connected:
+                    self._probe()  # the listener was down at start; prove it now
+                self.notifier.wait(self.idle_timeout())
+
+    def wake(self) -> None:
+        """Interrupt any wait (used when stopping)."""
+        self._slot_freed.set()
+        self.notifier.wake()
+
+    def slot_freed(self, ran_for: float | None = None) -> None:
+        """A claimed job finished running after ``ran_for`` seconds (None: handed back
+        unstarted): one more slot is free."""
+        if ran_for is not None:
+            self.prefetch.observe_run(ran_for)
+        with self._lock:
+            self._busy -= 1
+        self._slot_freed.set()
+
+    @property
+    def capacity(self) -> int:
+        """Jobs that may be claimed and unfinished now: handlers plus the prefetch."""
+        return self.concurrency + self.prefetch.size
+
+    def claim_pass(self) -> tuple[int, int]:
+        """Claim into the free slots; return (slots asked for, jobs claimed)."""
+        with self._lock:
+            free = self.capacity - self._busy
+            if free <= 0 or self._stopping.is_set():
+                return 0, 0
+            if free < self.prefetch.min_batch and not self._ready.empty():
+                # Handlers still have prefetched work: wait for a few more slots and
+                # claim them in one statement rather than one round trip per job.
+                return 0, 0
+            self._busy += free  # reserved; what the claim does not fill is returned below
+        started = time.monotonic()
+        try:
+            jobs = self.store.claim(self.name, self.leases, free, self.priority_floor)
+        except BaseException:
+            self._unreserve(free)
+            raise
+        self.prefetch.observe_claim(time.monotonic() - started)
+        self._unreserve(free - len(jobs))
+        for job in jobs:
+            self._ready.put(self._hold(job))
+        return free, len(jobs)
+
+    def _unreserve(self, count: int) -> None:
+        if count:
+            with self._lock:
+                self._busy -= count
+
+    def idle_timeout(self) -> float:
+        """Seconds to sleep: until the next job is due, capped by the poll interval (a
+        second when the database did not say)."""
+        try:
+            seconds = self.store.seconds_until_visible(list(self.leases), self.priority_floor)
+        except StoreError as exc:
+            if retrying.classify(exc) is retrying.ErrorClass.FATAL:
+                raise
+            logger.warning("could not read when the next job is due: %s", exc)
+            return min(self.poll_interval, 1.0)
+        if seconds is None:
+            return self.poll_interval
+        return min(self.poll_interval, max(MIN_IDLE_WAIT, seconds))
+
+    def _probe(self) -> None:
+        """Prove that LISTEN/NOTIFY round-trips; otherwise say once that we poll.
+
+        If the listener cannot connect yet, the run loop probes again once it has.
+        """
+        try:
+            if not self.notifier.connected:
+                self.notifier.connect()
+            if not self.notifier.polling:
+                self.store.notify(f"probe:{self.name}")
+        except Exception as exc:
+            logger.warning("listener not ready (%s); it will reconnect and probe then", exc)
+            return
+        self._probed = True
+        if self.notifier.polling:
+            logger.warning(
+                "the listener's connection leads to a transaction-pooling proxy, where "
+                "LISTEN does not work; not listening, falling back to polling every %ss "
+                "(set listen_dsn to reach the server directly)",
+                self.poll_interval,
+            )
+            return
+        deadline = time.monotonic() + PROBE_TIMEOUT
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            if self.notifier.wait(deadline - time.monotonic()):
+                self.listening = True
+                return
+        if not self._stopping.is_set():
+            self.notifier.stop_listening()
+            logger.warning(
+                "no NOTIFY arrived within %ss of a self-probe (a transaction-pooling proxy?); "
+                "stopped listening, falling back to polling every %ss (set listen_dsn to "
+                "reach the server directly)",
+                PROBE_TIMEOUT,
+                self.poll_interval,
+            )

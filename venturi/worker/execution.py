@@ -1,0 +1,114 @@
+"""Running one claimed job: call its handler and turn what happened into a settlement."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any
+
+from venturi.backoff import delay_for
+from venturi.context import JobContext, activate, deactivate
+from venturi.errors import InvalidJob, InvalidPayload
+from venturi.models import JobRecord
+from venturi.outcomes import Fail, Pause, Retry
+from venturi.registry import JobDefinition
+from venturi.settlements import Settlement
+
+logger = logging.getLogger("venturi.worker")
+
+MAX_NOTE_CHARS = 16_000
+
+
+def job_extra(job: JobRecord) -> dict[str, Any]:
+    """Log-record fields for a job (``extra=``)."""
+    return {"job_id": str(job.id), "kind": job.kind, "attempt": job.run_count}
+
+
+def execute(definition: JobDefinition, ctx: JobContext) -> Settlement:
+    """Run the handler for ``ctx.job`` and return a settlement the store can apply."""
+    settlement = _run_handler(definition, ctx)
+    try:
+        _ = settlement.carry_json, settlement.attachment_json
+    except InvalidPayload as exc:
+        note = _join(settlement.note, f"run outcome not storable: {exc}")
+        return Settlement.retry(_backoff(definition, ctx.job), note=note)
+    return settlement
+
+
+def _run_handler(definition: JobDefinition, ctx: JobContext) -> Settlement:
+    """Call the handler in this thread and map what happened to a settlement.
+
+    Never raises for what the handler does; `BaseException`s that are not `Exception`s
+    (KeyboardInterrupt, SystemExit) propagate after being logged.
+    """
+    job = ctx.job
+    try:
+        definition.check_payload(job.payload)
+    except InvalidJob as exc:
+        return Settlement.dead(note=str(exc))
+    token = activate(ctx)
+    try:
+        if definition.context:
+            result = definition.func(ctx, **job.payload)
+        else:
+            result = definition.func(**job.payload)
+    except Retry as exc:
+        after = exc.after if exc.after is not None else _backoff(definition, job)
+        return Settlement.retry(after, carry=exc.carry, note=_note(ctx, exc.note))
+    except Pause as exc:
+        return Settlement.pause(exc.after, exc.until, carry=exc.carry, note=_note(ctx, exc.note))
+    except Fail as exc:
+        return Settlement.dead(note=_note(ctx, exc.note))
+    except Exception as exc:
+        return failed(definition, ctx, exc)
+    finally:
+        deactivate(token)
+    return _completed(ctx, result)
+
+
+def failed(definition: JobDefinition, ctx: JobContext, exc: BaseException) -> Settlement:
+    """A retry (dead past max_attempts) noting the exception's type, message, traceback."""
+    job = ctx.job
+    logger.warning(
+        "job %s (%s) attempt %d raised %s: %s",
+        job.id,
+        job.kind,
+        job.run_count,
+        type(exc).__name__,
+        exc,
+        extra=job_extra(job),
+    )
+    text = "".join(traceback.format_exception(exc))
+    return Settlement.retry(_backoff(definition, job), note=_note(ctx, text))
+
+
+def _backoff(definition: JobDefinition, job: JobRecord) -> float:
+    try:
+        return delay_for(definition.backoff, job.failure_count + 1)
+    except Exception:
+        logger.exception("backoff of %s failed; retrying at once", job.kind, extra=job_extra(job))
+        return 0.0
+
+
+def _completed(ctx: JobContext, result: Any) -> Settlement:
+    attachment = result if result is not None else ctx.attachment
+    settlement = Settlement.complete(attachment=attachment, note=_note(ctx, None))
+    try:
+        _ = settlement.attachment_json  # encoded once here, reused by the store
+    except InvalidPayload as exc:
+        note = _join(settlement.note, f"return value not kept: not JSON-serialisable ({exc})")
+        return Settlement.complete(note=note)
+    return settlement
+
+
+def _note(ctx: JobContext, text: str | None) -> str | None:
+    joined = _join("\n".join(ctx.notes) or None, text)
+    if joined is not None and len(joined) > MAX_NOTE_CHARS:
+        joined = joined[: MAX_NOTE_CHARS - 20] + "\n… (note truncated)"
+    return joined
+
+
+def _join(first: str | None, second: str | None) -> str | None:
+    if first and second:
+        return f"{first}\n{second}"
+    return first or second

@@ -1,0 +1,94 @@
+"""The handler threads' loop: take a claimed run, run it, pass its settlement on."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+import attrs
+
+from venturi.events import WorkerEvents
+from venturi.settlements import SettleAction, Settlement
+from venturi.worker.completer import Completer
+from venturi.worker.deadlines import Deadlines
+from venturi.worker.dispatcher import Dispatcher
+from venturi.worker.execution import execute, failed, job_extra
+from venturi.worker.held import HeldJob, HeldJobs
+from venturi.worker.settling import Settler
+
+logger = logging.getLogger("venturi.worker")
+
+
+@attrs.define(kw_only=True)
+class HandlerLoop:
+    """What every handler thread runs (`run`), until it takes the stop marker (None).
+
+    A run's path: the dispatcher queues it on ``ready``; here it is marked started,
+    watched for its deadline, executed, and its settlement goes to the completer (a
+    completion) or the settler (anything else). Whatever fails around the handler, the
+    run is let go rather than left held. A run taken while the worker is stopping is
+    handed back unstarted.
+    """
+
+    ready: queue.SimpleQueue[HeldJob | None]
+    held: HeldJobs
+    dispatcher: Dispatcher
+    completer: Completer
+    settler: Settler
+    deadlines: Deadlines
+    events: WorkerEvents
+    stopping: threading.Event
+
+    def run(self) -> None:
+        while True:
+            held = self.ready.get()
+            if held is None:
+                return
+            if self.stopping.is_set():
+                self.release_unstarted(held)
+                continue
+            try:
+                self._handle(held)
+            except Exception as exc:
+                logger.exception("handling job %s failed", held.job.id, extra=job_extra(held.job))
+                self.settler.let_go(held, exc)
+
+    def release_unstarted(self, held: HeldJob) -> None:
+        """Hand back a claimed run that never started (journal ``released``)."""
+        self.dispatcher.slot_freed()
+        self.settler.settle(held, Settlement.release("worker stopping; never started"))
+
+    def _handle(self, held: HeldJob) -> None:
+        taken = time.monotonic()
+        self.held.mark_started(held)
+        self.deadlines.add(held)
+        job = held.job
+        self.events.job_started(job, max(0.0, time.time() - job.visible_at.timestamp()))
+        try:
+            settlement = execute(held.definition, held.ctx)
+        except BaseException as exc:
+            # SystemExit from a handler (sys.exit) would end this thread for good and
+            # shrink the pool; it is the handler's failure like any exception.
+            settlement = failed(held.definition, held.ctx, exc)
+        self.held.mark_ended(held)
+        self.dispatcher.slot_freed(time.monotonic() - taken)
+        if settlement.action is SettleAction.COMPLETE and self.completer.running:
+            self.completer.submit(held, settlement)
+        else:
+            self.settler.settle(held, settlement)
+
+
+def stop_timed_out(held: HeldJob) -> None:
+    """A run passed its timeout (`Deadlines`' callback): ask it to stop, and renew its
+    lease no more."""
+    held.lapsing = True
+    held.ctx.stopping.set()
+    logger.warning(
+        "job %s (%s) passed its %ss timeout; stopping it and letting its lease lapse",
+        held.job.id,
+        held.job.kind,
+        held.definition.timeout,
+        extra=job_extra(held.job),
+    )

@@ -1,0 +1,73 @@
+"""The heartbeat: renews the leases of held jobs and notices lost or timed-out runs."""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+
+from venturi.events import WorkerEvents
+from venturi.store.protocol import Store
+from venturi.worker.execution import job_extra
+from venturi.worker.held import HeldJob, HeldJobs
+
+logger = logging.getLogger("venturi.worker")
+
+
+@attrs.define(eq=False)
+class Heartbeat:
+    """One `run_once` renews every held lease in a single statement.
+
+    It runs on a store with a connection of its own, so handlers that keep the main pool
+    busy cannot starve it. A run past its timeout (``lapsing``, see `venturi.worker.deadlines`)
+    is not renewed, so its lease lapses. A lease the database no longer grants
+    (cancelled, taken over) sets ``stopping`` and marks the run lost, so its late
+    settlement is expected to be fenced. A row another session holds locked is skipped,
+    not waited for, and renewed at a later beat.
+    """
+
+    store: Store
+    held: HeldJobs
+    events: WorkerEvents
+
+    def run_once(self) -> tuple[int, int]:
+        """Renew leases; return (renewed, lost)."""
+        renewing = [h for h in self.held.snapshot() if not (h.lost or h.lapsing)]
+        if not renewing:
+            return 0, 0
+        outcome = self.store.extend_lease([(h.claim, h.definition.lease) for h in renewing])
+        lost = 0
+        for held in renewing:
+            # A run whose handler returned may have settled between our snapshot and the
+            # renewal: that is no loss. If it was one, its settlement is fenced and logged.
+            if (
+                not outcome.kept(held.job.id)
+                and not held.ended
+                and self.held.get(held.job.id) is held
+            ):
+                lost += 1
+                self.mark_lost(held)
+        return len(outcome.applied), lost
+
+    def extend_one(self, held: HeldJob) -> bool:
+        """Renew one lease now (`JobContext.extend_lease`); False if it was lost (a row
+        locked by another session counts as kept: it was not taken from this run)."""
+        if held.lost:
+            return False
+        outcome = self.store.extend_lease([(held.claim, held.definition.lease)])
+        if not outcome.kept(held.job.id):
+            self.mark_lost(held)
+            return False
+        return True
+
+    def mark_lost(self, held: HeldJob) -> None:
+        held.lost = True
+        held.ctx.stopping.set()
+        self.events.lease_lost(held.job)
+        logger.warning(
+            "job %s (%s) run %d lost its lease (cancelled or taken over); asking it to stop",
+            held.job.id,
+            held.job.kind,
+            held.job.run_count,
+            extra=job_extra(held.job),
+        )

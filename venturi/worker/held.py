@@ -1,0 +1,77 @@
+"""The table of jobs a worker holds claims on: queued, running, or awaiting settlement."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import attrs
+from ulid import ULID
+
+from venturi.context import JobContext
+from venturi.models import JobRecord
+from venturi.registry import JobDefinition
+from venturi.settlements import Claim
+
+
+@attrs.define(eq=False)
+class HeldJob:
+    """One claim this worker holds, from claim until its settlement committed."""
+
+    job: JobRecord
+    definition: JobDefinition
+    ctx: JobContext
+    claimed_at: float = attrs.field(factory=time.monotonic)
+    started_at: float | None = None
+    deadline: float | None = None
+    ended: bool = False  # the handler returned; its settlement is on its way
+    lapsing: bool = False  # timed out: the heartbeat no longer renews the lease
+    lost: bool = False  # the lease is gone: cancelled, taken over or lapsed
+
+    @property
+    def claim(self) -> Claim:
+        return Claim.of(self.job)
+
+    @property
+    def running(self) -> bool:
+        """The handler started and has not returned."""
+        return self.started_at is not None and not self.ended
+
+
+class HeldJobs:
+    """Thread-safe map of job id -> `HeldJob` shared by the worker's threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: dict[ULID, HeldJob] = {}
+
+    def add(self, held: HeldJob) -> None:
+        with self._lock:
+            self._jobs[held.job.id] = held
+
+    def remove(self, held: HeldJob) -> None:
+        with self._lock:
+            if self._jobs.get(held.job.id) is held:
+                del self._jobs[held.job.id]
+
+    def snapshot(self) -> list[HeldJob]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def get(self, job_id: ULID) -> HeldJob | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._jobs)
+
+    def mark_started(self, held: HeldJob) -> None:
+        with self._lock:
+            held.started_at = time.monotonic()
+            if held.definition.timeout is not None:
+                held.deadline = held.started_at + held.definition.timeout
+
+    def mark_ended(self, held: HeldJob) -> None:
+        with self._lock:
+            held.ended = True
