@@ -174,7 +174,9 @@ def test_a_timeout_stops_the_run_on_time_whatever_the_lease(
     with queue.worker(concurrency=1):
         wait_until(lambda: waited, 10, what="the run to end")
     queue.close()
-    assert 1.0 <= waited[0] <= 3.0, f"stopping was set {waited[0]:.2f}s after the start"
+    # The deadline counts from the worker's start of the run, a moment before the
+    # handler's own clock reading: the lower bound allows for that moment.
+    assert 0.9 <= waited[0] <= 3.0, f"stopping was set {waited[0]:.2f}s after the start"
 
 
 def _drop_when(condition: Callable[[], bool], dsn: str, prefix: str) -> threading.Thread:

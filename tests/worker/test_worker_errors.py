@@ -137,7 +137,9 @@ def test_a_timeout_fires_on_time_whatever_the_lease(
     start_worker(concurrency=1)
     wait_until(lambda: told, timeout=WAIT, what="the timed-out run to be told to stop")
     # A heartbeat tick (20 s at this lease) would be far later; this is not a speed claim.
-    assert 0.5 <= told[0] < 2.5, told
+    # The deadline counts from the worker's start of the run, a moment before the
+    # handler's own clock reading: the lower bound allows for that moment.
+    assert 0.4 <= told[0] < 2.5, told
 
 
 class LosingEnqueuer(Enqueuer):
