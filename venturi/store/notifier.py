@@ -89,7 +89,7 @@ class PostgresNotifier:
             return
         conn = psycopg.Connection.connect(self._conninfo, **self._kwargs)
         try:
-            shared = _lends_its_server(conn, self._conninfo, self._kwargs, self._prefix)
+            shared = _lends_its_server(conn, self._prefix)
             if not shared:
                 conn.execute(sqlfiles.query("listen", self._prefix))
         except BaseException:
@@ -243,33 +243,20 @@ class PostgresNotifier:
                 os.close(fd)
 
 
-def _lends_its_server(
-    conn: psycopg.Connection[Any], conninfo: str, kwargs: dict[str, Any], prefix: Prefix
-) -> bool:
-    """Whether ``conn`` runs its statements on server connections a proxy also lends
-    to other clients (transaction pooling), where a LISTEN must not be left.
+def _lends_its_server(conn: psycopg.Connection[Any], prefix: Prefix) -> bool:
+    """Whether ``conn`` leads to a pooling proxy, where a LISTEN may be left on a server
+    connection the proxy also lends to other clients.
 
     A pooling proxy such as PgBouncer announces a process id of its own instead of the
     server's; a direct connection, or a proxy that only forwards bytes, announces the
-    server's. In session mode the proxy keeps one server connection for us
-    alone, so a second client never gets it and we never get another; in transaction
-    mode (PgBouncer reuses the server connection released last) the second client gets
-    ours. A check that finds neither is inconclusive, and the dispatcher's self-probe
-    catches what it misses.
+    server's. Whether the pool lends server connections per transaction or keeps one per
+    client cannot be told for certain from here (a second client, or our next statement,
+    lands on another server connection only some of the time under load), so any
+    pooling proxy counts: point ``listen_dsn`` at the server itself to LISTEN.
     """
-    backend_pid = sqlfiles.query("backend_pid", prefix)
-
-    def pid_of(connection: psycopg.Connection[Any]) -> int:
-        row = connection.execute(backend_pid).fetchone()
-        assert row is not None
-        return int(row[0])
-
-    ours = pid_of(conn)
-    if ours == conn.info.backend_pid:
-        return False
-    with psycopg.Connection.connect(conninfo, **kwargs) as other:
-        theirs = pid_of(other)
-    return theirs == ours or pid_of(conn) != ours
+    row = conn.execute(sqlfiles.query("backend_pid", prefix)).fetchone()
+    assert row is not None
+    return int(row[0]) != conn.info.backend_pid
 
 
 def _ping(conn: psycopg.Connection[Any], timeout: float) -> bool:
