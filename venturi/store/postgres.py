@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
 import attrs
 import psycopg
 from psycopg import errors
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 from ulid import ULID
 
-from venturi.errors import ConfigurationError, StoreUnavailable, first_line
+from venturi.errors import ConfigurationError, StoreUnavailable
 from venturi.models import (
     SMALLINT_MIN,
     JobRecord,
@@ -24,8 +23,8 @@ from venturi.models import (
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
-from venturi.store import migrations, retrying, sqlfiles
-from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn
+from venturi.store import migrations, retrying
+from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
 from venturi.store.housekeeping import Housekeeping
 from venturi.store.ids import new_id
@@ -35,7 +34,6 @@ from venturi.store.statements import (
     Busy,
     mapped_errors,
     new_pool,
-    run_statement,
     while_busy,
 )
 
@@ -133,46 +131,6 @@ class PostgresStore(Housekeeping):
         return cls(pool, prefix, owns_pool=False, **options)
 
     # -- plumbing ---------------------------------------------------------------------
-
-    @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection. Errors become venturi's (`venturi.store.retrying.store_error`):
-        outages, pool exhaustion and other passing failures `StoreUnavailable`, a missing
-        table `SchemaError`, anything else `StoreError`. A unique violation stays raw for
-        the store's dedup handling."""
-        try:
-            with self.pool.connection() as conn:
-                yield conn
-        except PoolTimeout as exc:
-            raise StoreUnavailable(
-                f"no database connection within {self.pool.timeout:g}s "
-                f"({redact_dsn(self.connection_params()[0])}): {self._why_no_connection()}"
-            ) from exc
-        except errors.UniqueViolation:
-            raise  # the store's own callers read it (a dedup key taken by a racing enqueue)
-        except psycopg.Error as exc:
-            if retrying.outcome_unknown(exc):
-                # After a server restart every idle pooled connection is dead, and each
-                # would fail one request in turn (a worker backing off between claims
-                # would need a minute to get through them); test and replace them now.
-                self.pool.check()
-            raise retrying.store_error(exc) from exc
-
-    def _why_no_connection(self) -> str:
-        """Why the pool had nothing to give. The pool only logs its connection errors, so
-        one direct attempt finds the reason (a refused certificate, a wrong password);
-        if that attempt succeeds, the pool's connections were all busy."""
-        conninfo, kwargs = self.connection_params()
-        try:
-            # libpq's shortest timeout: the caller has already waited for the pool.
-            psycopg.connect(conninfo, **{**kwargs, "connect_timeout": 2}).close()
-        except psycopg.Error as exc:
-            return first_line(exc)
-        return f"all {self.pool.max_size} pooled connections were busy"
-
-    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        with self.connection() as conn:
-            return run_statement(conn, sqlfiles.query(name, self.prefix), params)
 
     # -- enqueue ----------------------------------------------------------------------
 
