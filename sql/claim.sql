@@ -5,10 +5,13 @@
 -- pending priorities by a loose index scan (one probe per priority), and `picked` reads
 -- each (kind, priority) range only up to now(): each claim costs a few short index probes
 -- at any backlog. SKIP LOCKED inside the range scans lets concurrent claimers pass each other.
+-- A kind that is paused or has limits (its row in {kinds}) is left out here, whatever the
+-- caller believes: its claims go through claim_limited.sql, which takes the kind's turn.
 -- Parameters: kinds (text[]), leases (float8[] seconds, one per kind), priority_floor,
 -- limit, worker. Returns: the claimed jobs (JobRecord.from_row order), unordered.
 WITH RECURSIVE wanted AS (
     SELECT w.kind, w.lease FROM unnest(%(kinds)s::text[], %(leases)s::float8[]) AS w (kind, lease)
+    WHERE NOT EXISTS (SELECT FROM {kinds} AS k WHERE k.kind = w.kind AND {kind_held_back})
 ),
 {pending_levels},
 picked AS (

@@ -1,5 +1,5 @@
 -- Enqueues a job with a dedup key; if a pending job holds the key, its payload, priority,
--- visibility and attempts are replaced by the new ones (one 'merged' journal row).
+-- visibility, attempts and concurrency key are replaced by the new ones (one 'merged' journal row).
 -- ON CONFLICT DO UPDATE makes this atomic against racing enqueues.
 -- Parameters: id, kind, payload, priority, delay | at, max_attempts, dedup_key.
 -- Returns: (id, created).
@@ -9,7 +9,8 @@ WITH upserted AS (
     DO UPDATE SET payload = EXCLUDED.payload,
                   priority = EXCLUDED.priority,
                   visible_at = EXCLUDED.visible_at,
-                  max_attempts = EXCLUDED.max_attempts
+                  max_attempts = EXCLUDED.max_attempts,
+                  concurrency_key = EXCLUDED.concurrency_key
     RETURNING j.id, j.kind, j.run_count, (j.xmax = 0) AS created
 ),
 merged AS (

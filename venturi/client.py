@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar, Unpack
@@ -13,10 +12,10 @@ import psycopg
 from psycopg_pool import ConnectionPool
 from ulid import ULID
 
-from venturi.context import JobContext
 from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError, ForkedError, UnknownKind
 from venturi.events import WorkerEvents
+from venturi.limits import KindState, checked_kinds
 from venturi.models import (
     CleanupCriteria,
     HistoryCursor,
@@ -32,18 +31,15 @@ from venturi.models import (
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.registry import JobDefinition, JobFunction, JobOptions
-from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.protocol import Store
-from venturi.worker.execution import execute
-from venturi.worker.options import default_name
+from venturi.worker.inline import drain
 from venturi.worker.runtime import Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_PREFIX = "venturi"
-DRAIN_RECHECK = 0.05
 
 
 class Queue:
@@ -162,6 +158,7 @@ class Queue:
         dedup_key: str | None = None,
         on_duplicate: OnDuplicate = "keep",
         max_attempts: int | None = None,
+        concurrency_key: str | None = None,
     ) -> NewJob:
         """Build a checked `NewJob`, filling defaults from the kind's registration."""
         definition = self.definitions.get(kind)
@@ -180,9 +177,11 @@ class Queue:
             max_attempts=max_attempts
             if max_attempts is not None
             else (definition.max_attempts if definition else 5),
+            concurrency_key=concurrency_key,
         )
         if definition is not None:
             definition.check_payload(job.payload)
+            definition.check_concurrency_key(job.concurrency_key)
         return job
 
     def enqueue(
@@ -196,7 +195,8 @@ class Queue:
         """Enqueue one job; returns its id (the id of the pending job it merged into).
 
         Options: ``priority``, ``delay`` or ``at``, ``dedup_key`` with ``on_duplicate``
-        ('keep', 'replace' or a function of (old, new) payloads), ``max_attempts``.
+        ('keep', 'replace' or a function of (old, new) payloads), ``max_attempts``,
+        ``concurrency_key`` (for a kind with ``key_concurrency``).
         With ``conn`` the insert and its NOTIFY join that connection's transaction and
         commit or roll back with it. Raises `InvalidJob` (nothing written) or
         `StoreUnavailable`.
@@ -218,6 +218,7 @@ class Queue:
                 raise UnknownKind(f"kind {job.kind!r} has no registered handler")
             if definition is not None:
                 definition.check_payload(job.payload)
+                definition.check_concurrency_key(job.concurrency_key)
         return self.store.enqueue_many(list(jobs), conn=conn)
 
     # -- inspection and housekeeping ----------------------------------------------------
@@ -294,6 +295,33 @@ class Queue:
         self._check_process()
         return self.store.requeue_dead(kind, note="requeued with all dead jobs")
 
+    # -- flow control -----------------------------------------------------------------
+
+    def pause(self, *kinds: str) -> list[str]:
+        """Pause ``kinds`` for every worker, until `resume`; returns those newly paused.
+
+        Workers stop claiming them at once (the claim reads the flag); running jobs
+        finish, enqueues are still accepted, and the pause outlives worker restarts.
+        """
+        self._check_process()
+        return self.store.pause_kinds(checked_kinds(kinds))
+
+    def resume(self, *kinds: str) -> list[str]:
+        """Resume paused ``kinds`` (idle workers are woken); returns those that were paused."""
+        self._check_process()
+        return self.store.resume_kinds(checked_kinds(kinds))
+
+    def paused(self) -> set[str]:
+        """The kinds paused now."""
+        self._check_process()
+        return {state.kind for state in self.store.kinds() if state.paused}
+
+    def kinds(self) -> list[KindState]:
+        """Each kind's flow control as the database holds it: paused, the latest
+        declared limits (and who declared them), and its jobs claimed now."""
+        self._check_process()
+        return self.store.kinds()
+
     # -- working ----------------------------------------------------------------------
 
     def worker(
@@ -346,42 +374,7 @@ class Queue:
         ``ctx.extend_lease()`` only: there is no heartbeat. For tests and scripts.
         """
         self._check_process()
-        wanted = list(kinds) if kinds is not None else list(self.definitions)
-        unknown = [k for k in wanted if k not in self.definitions]
-        if unknown:
-            raise ConfigurationError(f"no handler registered for kinds: {', '.join(unknown)}")
-        leases = {k: self.definitions[k].lease for k in wanted}
-        deadline = time.monotonic() + to_seconds(wait_for, "wait_for")
-        name = f"drain:{default_name()}"
-        pause = threading.Event()
-        runs = 0
-        while leases:
-            jobs = self.store.claim(name, leases, 1)
-            if jobs:
-                self._run_claimed(jobs[0], leases[jobs[0].kind])
-                runs += 1
-                continue
-            left = deadline - time.monotonic()
-            until = self.store.seconds_until_visible(list(leases))
-            if until is None or until > left or left <= 0:
-                return runs
-            # A due job we could not claim is locked by someone else: look again shortly.
-            pause.wait(max(until, DRAIN_RECHECK))
-        return runs
-
-    def _run_claimed(self, job: JobRecord, lease: float) -> None:
-        claim = Claim.of(job)
-
-        def extend() -> bool:
-            return self.store.extend_lease([(claim, lease)]).kept(job.id)
-
-        try:
-            settlement = execute(self.definitions[job.kind], JobContext(job, extend=extend))
-        except BaseException:
-            # KeyboardInterrupt or SystemExit from the handler: hand the job back untouched.
-            self.store.settle(claim, Settlement.release("drain interrupted"))
-            raise
-        self.store.settle(claim, settlement)
+        return drain(self.store, self.definitions, kinds, wait_for)
 
     def close(self) -> None:
         """Close the connection pool if this queue opened it."""

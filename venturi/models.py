@@ -20,6 +20,7 @@ SMALLINT_MIN: Final = -32768
 SMALLINT_MAX: Final = 32767
 MAX_KIND_LENGTH: Final = 128
 MAX_DEDUP_KEY_LENGTH: Final = 512
+MAX_CONCURRENCY_KEY_LENGTH: Final = 255
 MAX_DELAY_SECONDS: Final = 100 * 365 * 24 * 3600
 _KIND_PATTERN: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*", re.ASCII)
 
@@ -125,6 +126,24 @@ def _validate_dedup_key(value: object) -> str | None:
     return value
 
 
+def validate_concurrency_key(value: object) -> str | None:
+    """Return ``value`` if it is None or a usable concurrency key; raise `InvalidJob`."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidJob(f"concurrency_key must be a str or None, got {type(value).__name__}")
+    if not value or len(value) > MAX_CONCURRENCY_KEY_LENGTH or "\x00" in value:
+        raise InvalidJob(
+            f"concurrency_key must be 1 to {MAX_CONCURRENCY_KEY_LENGTH} characters without "
+            f"NUL, got {len(value)} characters"
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidJob("concurrency_key is not valid Unicode (a lone surrogate?)") from None
+    return value
+
+
 def _validate_on_duplicate(value: object) -> OnDuplicate:
     if value in ("keep", "replace") or callable(value):
         return value
@@ -162,6 +181,7 @@ class NewJob:
     dedup_key: str | None = attrs.field(default=None, converter=_validate_dedup_key)
     on_duplicate: OnDuplicate = attrs.field(default="keep", converter=_validate_on_duplicate)
     max_attempts: int = attrs.field(default=5, converter=validate_max_attempts)
+    concurrency_key: str | None = attrs.field(default=None, converter=validate_concurrency_key)
     payload_json: str = attrs.field(
         init=False, default=attrs.Factory(_payload_json, takes_self=True)
     )
@@ -193,6 +213,7 @@ class JobRecord:
     claimed_by: str | None
     claim_expires_at: datetime | None
     finished_at: datetime | None
+    concurrency_key: str | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> JobRecord:

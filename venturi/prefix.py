@@ -33,6 +33,11 @@ _SUFFIXES: Final = {
     "dedup_idx": "_jobs_dedup_idx",
     "journal_job_idx": "_journal_job_idx",
     "journal_id_seq": "_journal_id_seq",
+    "kinds": "_kinds",
+    "kinds_pkey": "_kinds_pkey",
+    "kinds_limits_check": "_kinds_limits_ck",
+    "key_claim_idx": "_jobs_key_idx",
+    "key_running_idx": "_jobs_keyrun_idx",
 }
 LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX

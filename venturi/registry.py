@@ -12,6 +12,7 @@ from ulid import ULID
 from venturi.backoff import Backoff, Exponential
 from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError, InvalidJob
+from venturi.limits import KindLimits, Rate, to_concurrency, to_key_concurrency, to_rate
 from venturi.models import validate_kind, validate_max_attempts, validate_priority
 
 P = ParamSpec("P")
@@ -29,6 +30,9 @@ class JobOptions(TypedDict, total=False):
     lease: Duration
     timeout: Duration | None
     context: bool
+    concurrency: int | None
+    key_concurrency: int | None
+    rate: str | Rate | None
 
 
 class EnqueueTarget(Protocol):
@@ -97,9 +101,30 @@ class JobDefinition:
     lease: float = attrs.field(default=DEFAULT_LEASE, converter=_lease)
     timeout: float | None = attrs.field(default=None, converter=_optional_timeout)
     context: bool = False
+    concurrency: int | None = attrs.field(default=None, converter=to_concurrency)
+    key_concurrency: int | None = attrs.field(default=None, converter=to_key_concurrency)
+    rate: Rate | None = attrs.field(default=None, converter=to_rate)
     signature: inspect.Signature = attrs.field(
         init=False, default=attrs.Factory(_payload_signature, takes_self=True)
     )
+
+    @property
+    def limits(self) -> KindLimits:
+        """The flow limits a worker running this kind declares."""
+        return KindLimits(self.kind, self.concurrency, self.key_concurrency, self.rate)
+
+    def check_concurrency_key(self, key: str | None) -> None:
+        """Raise `InvalidJob` unless a key is given exactly when the kind limits keys."""
+        if self.key_concurrency is not None and key is None:
+            raise InvalidJob(
+                f"kind {self.kind!r} has key_concurrency={self.key_concurrency}, so every "
+                "job of it needs a concurrency_key"
+            )
+        if self.key_concurrency is None and key is not None:
+            raise InvalidJob(
+                f"concurrency_key given, but kind {self.kind!r} has no key_concurrency "
+                "(declare it in the kind's job decorator)"
+            )
 
     def check_payload(self, payload: Mapping[str, Any]) -> None:
         """Raise `InvalidJob` if the payload's keys do not fit the handler's parameters."""
@@ -164,7 +189,8 @@ class JobFunction(Generic[P, R]):
         return self.queue.enqueue(self.definition.kind, kwargs)
 
     def enqueue_with(self, payload: Mapping[str, Any], **options: Any) -> ULID:
-        """Enqueue with options (priority, delay, at, dedup_key, on_duplicate, conn)."""
+        """Enqueue with options (priority, delay, at, dedup_key, on_duplicate,
+        concurrency_key, conn)."""
         return self.queue.enqueue(self.definition.kind, payload, **options)
 
     def __repr__(self) -> str:

@@ -47,6 +47,7 @@ class Enqueuer:
             "at": job.at,
             "max_attempts": job.max_attempts,
             "dedup_key": job.dedup_key,
+            "concurrency_key": job.concurrency_key,
         }
 
     def _check_size(self, job: NewJob) -> None:
@@ -161,6 +162,7 @@ class Enqueuer:
             "delays": [j.delay_seconds for _, j in plain],
             "ats": [j.at for _, j in plain],
             "max_attempts": [j.max_attempts for _, j in plain],
+            "concurrency_keys": [j.concurrency_key for _, j in plain],
         }
         if not deduped:
             self._first_row(conn, "enqueue_many", params)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -26,7 +26,7 @@ from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
 from venturi.store import migrations, retrying
 from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
-from venturi.store.housekeeping import Housekeeping
+from venturi.store.flow import FlowControl
 from venturi.store.ids import new_id
 from venturi.store.owned_pools import open_owned
 from venturi.store.statements import (
@@ -61,7 +61,7 @@ _SETTLE_FILES: Final = {
 
 # A dict-backed class (no slots), so a test may replace one operation of one instance.
 @attrs.define(eq=False, slots=False)
-class PostgresStore(Housekeeping):
+class PostgresStore(FlowControl):
     """The store over a `psycopg_pool.ConnectionPool`, under one table-name prefix.
 
     Built with `from_dsn` (it opens and later closes its own pool) or `from_pool` (it
@@ -205,9 +205,21 @@ class PostgresStore(Housekeeping):
         leases: dict[str, float],
         limit: int,
         priority_floor: int | None = None,
+        limited: Collection[str] = (),
     ) -> list[JobRecord]:
+        """Claim up to ``limit`` due jobs. Kinds in ``limited`` (those with limits) are
+        claimed first and within their limits; the others by the plain claim, which
+        leaves out any kind the database holds paused or limited."""
         if limit < 1 or not leases:
             return []
+        jobs: list[JobRecord] = []
+        if limited:
+            turns = {k: v for k, v in leases.items() if k in limited}
+            jobs = self.claim_limited(worker, turns, limit, priority_floor)
+            leases = {k: v for k, v in leases.items() if k not in limited}
+            limit -= len(jobs)
+            if limit < 1 or not leases:
+                return _in_claim_order(jobs)
         rows = self._fetch(
             "claim",
             {
@@ -218,9 +230,8 @@ class PostgresStore(Housekeeping):
                 "worker": worker,
             },
         )
-        jobs = [JobRecord.from_row(row) for row in rows]
-        jobs.sort(key=lambda j: (-j.priority, j.visible_at, j.id))
-        return jobs
+        jobs.extend(JobRecord.from_row(row) for row in rows)
+        return _in_claim_order(jobs)
 
     def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
         if settlement.action is SettleAction.COMPLETE:
@@ -343,3 +354,9 @@ class PostgresStore(Housekeeping):
         """Close the pool if this store opened it; a borrowed pool is left alone."""
         if self.owns_pool:
             self.pool.close()
+
+
+def _in_claim_order(jobs: list[JobRecord]) -> list[JobRecord]:
+    """Highest priority first, then the longest visible."""
+    jobs.sort(key=lambda j: (-j.priority, j.visible_at, j.id))
+    return jobs

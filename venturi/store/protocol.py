@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 from psycopg import Connection
 from ulid import ULID
 
+from venturi.limits import KindLimits, KindState
 from venturi.models import (
     CleanupCriteria,
     HistoryCursor,
@@ -88,7 +89,33 @@ class Store(Protocol):
         leases: dict[str, float],
         limit: int,
         priority_floor: int | None = None,
-    ) -> list[JobRecord]: ...
+        limited: Collection[str] = (),
+    ) -> list[JobRecord]:
+        """Claim up to ``limit`` due jobs of the kinds in ``leases``; those in ``limited``
+        within their declared limits, the rest by the plain claim (which leaves out any
+        kind the database holds paused or limited)."""
+        ...
+
+    def declare_kinds(self, limits: Sequence[KindLimits], declared_by: str) -> None:
+        """Record these kinds' limits as ``declared_by``'s: the latest declaration wins."""
+        ...
+
+    def pause_kinds(self, kinds: Sequence[str]) -> list[str]:
+        """Pause ``kinds`` for every worker; returns those that were not paused yet."""
+        ...
+
+    def resume_kinds(self, kinds: Sequence[str]) -> list[str]:
+        """Resume ``kinds``, waking idle workers; returns those that were paused."""
+        ...
+
+    def kinds(self) -> list[KindState]:
+        """Every kind with a row of flow control: pause, declared limits, running jobs."""
+        ...
+
+    def seconds_until_rate_room(self, kinds: Sequence[str]) -> float | None:
+        """Seconds until one of ``kinds`` whose rate is used up may start a run again (0:
+        one may now); None when none of them has a rate."""
+        ...
 
     def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
         """Apply ``settlement`` if ``claim`` still holds its job: the journal outcome the

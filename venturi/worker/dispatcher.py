@@ -15,6 +15,7 @@ from venturi.errors import StoreError, StoreUnavailable
 from venturi.models import JobRecord
 from venturi.store import retrying
 from venturi.store.protocol import Notifier, Store
+from venturi.worker.flow import FlowView
 from venturi.worker.held import HeldJob
 from venturi.worker.prefetch import Prefetch
 
@@ -26,6 +27,9 @@ PROBE_TIMEOUT: Final = 2.0
 # dispatcher from spinning until that lock goes. New work still wakes it by NOTIFY.
 MIN_IDLE_WAIT: Final = 0.05
 CLAIM_BACKOFF: Final = retrying.Backoff(base=1.0, cap=5.0)
+# Due jobs of a limited kind left unclaimed wait for a place: a run's end announces it by
+# NOTIFY and a rate's next room is computed; this is the fallback when neither comes.
+FLOW_RECHECK: Final = 1.0
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -43,6 +47,7 @@ class Dispatcher:
     notifier: Notifier = attrs.field(kw_only=False)
     name: str
     leases: dict[str, float]
+    flow: FlowView
     concurrency: int
     prefetch: Prefetch
     priority_floor: int | None
@@ -116,7 +121,9 @@ class Dispatcher:
             self._busy += free  # reserved; what the claim does not fill is returned below
         started = time.monotonic()
         try:
-            jobs = self.store.claim(self.name, self.leases, free, self.priority_floor)
+            jobs = self.store.claim(
+                self.name, self.leases, free, self.priority_floor, limited=self.flow.limited
+            )
         except BaseException:
             self._unreserve(free)
             raise
@@ -133,9 +140,15 @@ class Dispatcher:
 
     def idle_timeout(self) -> float:
         """Seconds to sleep: until the next job is due, capped by the poll interval (a
-        second when the database did not say)."""
+        second when the database did not say). Kinds with limits whose due jobs were
+        left unclaimed wait for a place instead (`_limited_wait`)."""
+        limited = self.flow.limited
+        plain = [kind for kind in self.leases if kind not in limited]
         try:
-            seconds = self.store.seconds_until_visible(list(self.leases), self.priority_floor)
+            seconds = self.store.seconds_until_visible(plain, self.priority_floor)
+            if limited & self.leases.keys():
+                wait = self._limited_wait()
+                seconds = wait if seconds is None else min(seconds, wait)
         except StoreError as exc:
             if retrying.classify(exc) is retrying.ErrorClass.FATAL:
                 raise
@@ -144,6 +157,22 @@ class Dispatcher:
         if seconds is None:
             return self.poll_interval
         return min(self.poll_interval, max(MIN_IDLE_WAIT, seconds))
+
+    def _limited_wait(self) -> float:
+        """Seconds until a limited kind may have a job to claim: its next job's time, or
+        for due jobs held back, the rate's next room (or `FLOW_RECHECK`; the end of a
+        limited run wakes every worker sooner)."""
+        limited = sorted(self.flow.limited & self.leases.keys())
+        due_in = self.store.seconds_until_visible(limited, self.priority_floor)
+        if due_in is None:
+            return self.poll_interval  # nothing pending: an enqueue's NOTIFY wakes us
+        if due_in > 0:
+            return due_in
+        rated = sorted(self.flow.rated & self.leases.keys())
+        room = self.store.seconds_until_rate_room(rated) if rated else None
+        if not room:
+            return FLOW_RECHECK
+        return room if set(limited) <= self.flow.rated else min(room, FLOW_RECHECK)
 
     def _probe(self) -> None:
         """Prove that LISTEN/NOTIFY round-trips; otherwise say once that we poll.

@@ -55,6 +55,18 @@ class HandlerLoop:
                 logger.exception("handling job %s failed", held.job.id, extra=job_extra(held.job))
                 self.settler.let_go(held, exc)
 
+    def release_queued(self) -> int:
+        """Hand back every run still waiting in ``ready`` (the worker is stopping)."""
+        released = 0
+        while True:
+            try:
+                held = self.ready.get_nowait()
+            except queue.Empty:
+                return released
+            if held is not None:
+                self.release_unstarted(held)
+                released += 1
+
     def release_unstarted(self, held: HeldJob) -> None:
         """Hand back a claimed run that never started (journal ``released``)."""
         self.dispatcher.slot_freed()

@@ -29,6 +29,7 @@ from venturi.store.protocol import Notifier, Store
 from venturi.worker.completer import Completer
 from venturi.worker.deadlines import Deadlines
 from venturi.worker.dispatcher import Dispatcher
+from venturi.worker.flow import REFRESH_INTERVAL, FlowView
 from venturi.worker.handling import HandlerLoop, stop_timed_out
 from venturi.worker.heartbeat import Heartbeat
 from venturi.worker.held import HeldJob, HeldJobs
@@ -173,11 +174,13 @@ class Worker:
             leases = resolve_kinds(self.requested_kinds, self.definitions)
             heartbeat_every = heartbeat_every_for(leases, self.heartbeat_interval)
             self._state = _State.RUNNING
+        flow = FlowView.of(self.store, self.name, list(leases), self.definitions)
         try:
             self.store.check_schema()
+            flow.refresh()
         except StoreUnavailable as exc:
             logger.warning("database unavailable at start (%s); will keep retrying", exc)
-        self._build(leases, heartbeat_every)
+        self._build(leases, heartbeat_every, flow)
         for thread in self._supervisor.threads:
             thread.start()
         logger.info(
@@ -188,11 +191,13 @@ class Worker:
         )
         return self
 
-    def _build(self, leases: dict[str, float], heartbeat_every: float) -> None:
+    def _build(self, leases: dict[str, float], heartbeat_every: float, flow: FlowView) -> None:
         # Heartbeat and reaper get a connection of their own: handlers that keep the main
         # pool busy must never make a beat late. Both run one short statement at a time.
         spawn = self._supervisor.thread
-        self._settler = Settler(self.store, self.held, self.events, self._force, self._fail)
+        self._settler = Settler(
+            self.store, self.held, self.events, self._force, self._fail, on_run_ended=flow.run_ended
+        )
         self._completer = Completer(
             self.store,
             self._settler.settled,
@@ -218,6 +223,7 @@ class Worker:
                 self.reaper_interval,
                 logging.getLogger("venturi.reaper"),
             ),
+            Periodic("venturi-flow", flow.refresh, REFRESH_INTERVAL, logger),
         ]
         self._periodics = [(p, spawn(p.name, p.run)) for p in periodics]
         spawn("venturi-deadlines", self._deadlines.run)
@@ -226,6 +232,7 @@ class Worker:
             self.store.notifier(),
             name=self.name,
             leases=leases,
+            flow=flow,
             concurrency=self.concurrency,
             prefetch=self.prefetch,
             priority_floor=self.priority_floor,
@@ -279,7 +286,8 @@ class Worker:
         self._dispatcher.wake()
         self._dispatcher_thread.join(max(0.0, deadline - time.monotonic()))
         self._dispatcher.notifier.close()
-        released = self._release_queued()
+        assert self._handlers is not None
+        released = self._handlers.release_queued()
         for held in self.held.snapshot():
             held.ctx.stopping.set()
         for _ in self._threads:
@@ -317,19 +325,6 @@ class Worker:
     def _run_stop_hooks(self) -> None:
         hooks, self.stop_hooks = self.stop_hooks, []
         run_hooks(hooks, f"worker {self.name}")
-
-    def _release_queued(self) -> int:
-        released = 0
-        while True:
-            try:
-                held = self._ready.get_nowait()
-            except queue.Empty:
-                return released
-            if held is None:
-                continue
-            assert self._handlers is not None
-            self._handlers.release_unstarted(held)
-            released += 1
 
     def run(self, timeout: float = 30.0) -> None:
         """Run in the foreground until SIGINT or SIGTERM, then stop gracefully.

@@ -12,7 +12,7 @@ import attrs
 
 from venturi.errors import StoreError, first_line
 from venturi.events import WorkerEvents
-from venturi.models import Outcome
+from venturi.models import JobRecord, Outcome
 from venturi.settlements import Settlement
 from venturi.store import retrying
 from venturi.store.protocol import Store
@@ -42,6 +42,8 @@ class Settler:
     force: threading.Event
     on_fatal: Callable[[BaseException], None]
     retry_seconds: float = attrs.field(default=SETTLE_RETRY_SECONDS, kw_only=True)
+    # Told of each settled run's job (a run of a limited kind frees a place).
+    on_run_ended: Callable[[JobRecord], None] | None = attrs.field(default=None, kw_only=True)
 
     def settle(self, held: HeldJob, settlement: Settlement) -> None:
         """Apply ``settlement``, retrying passing errors (until ``force`` is set or
@@ -96,3 +98,5 @@ class Settler:
                 )
         finally:
             self.held.remove(held)
+        if self.on_run_ended is not None:
+            self.on_run_ended(held.job)

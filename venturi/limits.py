@@ -1,0 +1,130 @@
+"""Flow control values: a kind's declared limits (global concurrency, concurrency per
+key, a rate) and the state of a kind as the database holds it (limits, pause, running)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Final
+
+import attrs
+
+from venturi.errors import ConfigurationError
+from venturi.models import validate_kind
+
+RATE_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_UNIT_NAMES: Final = {seconds: unit for unit, seconds in RATE_UNITS.items()}
+# The starts of a rate's current window are kept in the kind's row, so a claim reads and
+# rewrites at most this many timestamps.
+MAX_RATE_COUNT: Final = 10_000
+_RATE_PATTERN: Final = re.compile(r"\s*([0-9]+)\s*/\s*([smh])\s*", re.ASCII)
+
+
+@attrs.frozen
+class Rate:
+    """At most ``count`` runs start in any ``window`` seconds (written ``"50/s"``)."""
+
+    count: int
+    window: float
+
+    @classmethod
+    def parse(cls, text: object) -> Rate:
+        """``"N/s"``, ``"N/m"`` or ``"N/h"``; raise `ConfigurationError` otherwise."""
+        if not isinstance(text, str):
+            raise ConfigurationError(f"rate must be a str such as '50/s', got {text!r}")
+        match = _RATE_PATTERN.fullmatch(text)
+        if match is None:
+            raise ConfigurationError(
+                f"rate {text!r} must read N/s, N/m or N/h (N a whole number, e.g. '50/s')"
+            )
+        count = int(match.group(1))
+        if not 1 <= count <= MAX_RATE_COUNT:
+            raise ConfigurationError(
+                f"rate {text!r}: the count must be within [1, {MAX_RATE_COUNT}]"
+            )
+        return cls(count, RATE_UNITS[match.group(2)])
+
+    def __str__(self) -> str:
+        unit = _UNIT_NAMES.get(self.window)
+        return f"{self.count}/{unit}" if unit else f"{self.count}/{self.window:g}s"
+
+
+def to_rate(value: object) -> Rate | None:
+    """A converter: None, a `Rate`, or its text form."""
+    if value is None or isinstance(value, Rate):
+        return value
+    return Rate.parse(value)
+
+
+def _limit(value: object, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{field} must be an int >= 1 or None, got {value!r}")
+    if value < 1:
+        raise ConfigurationError(f"{field} must be at least 1, got {value}")
+    return value
+
+
+def to_concurrency(value: object) -> int | None:
+    """A converter: None, or an int >= 1 (`ConfigurationError` otherwise)."""
+    return _limit(value, "concurrency")
+
+
+def to_key_concurrency(value: object) -> int | None:
+    """A converter: None, or an int >= 1 (`ConfigurationError` otherwise)."""
+    return _limit(value, "key_concurrency")
+
+
+@attrs.frozen
+class KindLimits:
+    """What a worker declares for one kind it runs: each limit or None (unlimited)."""
+
+    kind: str = attrs.field(converter=validate_kind)
+    concurrency: int | None = attrs.field(default=None, converter=to_concurrency)
+    key_concurrency: int | None = attrs.field(default=None, converter=to_key_concurrency)
+    rate: Rate | None = attrs.field(default=None, converter=to_rate)
+
+    @property
+    def limited(self) -> bool:
+        """True if any limit is set: its claims take the kind's turn in the database."""
+        return (
+            self.concurrency is not None
+            or self.key_concurrency is not None
+            or self.rate is not None
+        )
+
+
+@attrs.frozen
+class KindState:
+    """One kind's row of flow control, as read: pause, the latest declaration, and how
+    many of its jobs are claimed now."""
+
+    kind: str
+    paused: bool
+    paused_at: datetime | None
+    limits: KindLimits
+    declared_by: str | None
+    declared_at: datetime | None
+    running: int
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> KindState:
+        """From a row of ``sql/kinds.sql``."""
+        kind, paused, paused_at, concurrency, key_concurrency, rate_limit, rate_window = row[:7]
+        rate = None if rate_limit is None else Rate(rate_limit, float(rate_window))
+        limits = KindLimits(kind, concurrency, key_concurrency, rate)
+        return cls(kind, paused, paused_at, limits, row[7], row[8], int(row[9]))
+
+    @property
+    def limited(self) -> bool:
+        return self.limits.limited
+
+
+def checked_kinds(kinds: Iterable[object]) -> list[str]:
+    """Each kind name checked against the kind rules (`InvalidJob` for a bad one)."""
+    names = [validate_kind(kind) for kind in kinds]
+    if not names:
+        raise ConfigurationError("name at least one kind")
+    return names
