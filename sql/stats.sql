@@ -1,6 +1,6 @@
 -- Per-kind counts by status and the age of the oldest due pending job, in one scan.
 -- Parameters: none. Returns: kind, pending (due), scheduled (future), claimed, completed,
--- dead, cancelled, oldest_pending_seconds, and the database time as taken_at.
+-- dead, cancelled, oldest_pending_seconds, the database time as taken_at, and paused.
 SELECT kind,
        count(*) FILTER (WHERE status = 'pending' AND visible_at <= now()),
        count(*) FILTER (WHERE status = 'pending' AND visible_at > now()),
@@ -10,7 +10,8 @@ SELECT kind,
        count(*) FILTER (WHERE status = 'cancelled'),
        extract(epoch FROM now() - min(visible_at)
                              FILTER (WHERE status = 'pending' AND visible_at <= now()))::float8,
-       now()
-FROM {jobs}
+       now(),
+       EXISTS (SELECT FROM {kinds} AS k WHERE k.kind = j.kind AND k.paused)
+FROM {jobs} AS j
 GROUP BY kind
 ORDER BY kind

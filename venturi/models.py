@@ -325,6 +325,7 @@ class KindStats:
     dead: int
     cancelled: int
     oldest_pending_seconds: float | None
+    paused: bool = False
 
 
 @attrs.frozen

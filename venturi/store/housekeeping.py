@@ -201,7 +201,7 @@ class Housekeeping:
 
     def stats(self) -> StatsSnapshot:
         rows = self._fetch("stats")
-        kinds = tuple(KindStats(*row[:8]) for row in rows)
+        kinds = tuple(KindStats(*row[:8], paused=row[9]) for row in rows)
         taken_at = rows[0][8] if rows else self.now()
         return StatsSnapshot(kinds, taken_at)
 
