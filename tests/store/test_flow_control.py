@@ -3,6 +3,8 @@ limited kinds within their concurrency, key and rate limits."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.support import Probe
@@ -124,12 +126,12 @@ def test_a_bad_concurrency_key_is_refused(key: object, rule: str) -> None:
     ],
 )
 def test_bad_limits_are_refused_at_registration(
-    database_dsn: str, prefix: str, options: dict[str, object], rule: str
+    database_dsn: str, prefix: str, options: dict[str, Any], rule: str
 ) -> None:
     queue = Queue(database_dsn, prefix=prefix)
     try:
         with pytest.raises(ConfigurationError, match=rule):
-            queue.job("k", **options)(lambda: None)  # type: ignore[arg-type]
+            queue.job("k", **options)(lambda: None)
         assert "k" not in queue.definitions
     finally:
         queue.close()

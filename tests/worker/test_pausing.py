@@ -94,7 +94,5 @@ def test_a_worker_declares_its_limits_and_keeps_them(
     assert state.limits.concurrency == 2 and state.declared_by == worker.name
     for n in range(20):
         queue.enqueue("capture", {"n": n})
-    wait_until(
-        lambda: queue.stats().total("completed") == 20, timeout=30, what="20 limited jobs"
-    )
+    wait_until(lambda: queue.stats().total("completed") == 20, timeout=30, what="20 limited jobs")
     assert highest == 2

@@ -20,7 +20,7 @@ def _stats_json(snapshot: StatsSnapshot) -> dict[str, Any]:
     fields = (*_COUNTS, "oldest_pending_seconds")
     return {
         "taken_at": snapshot.taken_at.isoformat(),
-        "kinds": {k.kind: {f: getattr(k, f) for f in fields} for k in snapshot.kinds},
+        "kinds": {k.kind: {f: getattr(k, f) for f in (*fields, "paused")} for k in snapshot.kinds},
     }
 
 
@@ -31,7 +31,7 @@ def stats(state: CliState, as_json: bool) -> None:
     """Job counts per kind, and the oldest wait.
 
     pending: due now; scheduled: due later; claimed: running; oldest pending: how long
-    the longest-waiting due job has waited.
+    the longest-waiting due job has waited. A paused kind is marked "(paused)".
     """
     queue = state.queue()
     snapshot = queue.stats()
@@ -49,7 +49,8 @@ def stats(state: CliState, as_json: bool) -> None:
     grid.columns[-1].justify = "right"
     for k in snapshot.kinds:
         counts = [str(getattr(k, field)) for field in _COUNTS]
-        grid.add_row(k.kind, *counts, show_age(k.oldest_pending_seconds))
+        name = f"{k.kind} (paused)" if k.paused else k.kind
+        grid.add_row(name, *counts, show_age(k.oldest_pending_seconds))
     console().print(grid)
 
 

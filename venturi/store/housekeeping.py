@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+import attrs
 import psycopg
 from psycopg import errors
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -201,7 +202,8 @@ class Housekeeping:
 
     def stats(self) -> StatsSnapshot:
         rows = self._fetch("stats")
-        kinds = tuple(KindStats(*row[:8], paused=row[9]) for row in rows)
+        kinds = tuple(KindStats(*row[:8]) for row in rows)
+        kinds = tuple(attrs.evolve(k, paused=row[9]) for k, row in zip(kinds, rows, strict=True))
         taken_at = rows[0][8] if rows else self.now()
         return StatsSnapshot(kinds, taken_at)
 
