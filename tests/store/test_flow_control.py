@@ -106,7 +106,7 @@ def test_a_concurrency_key_is_stored_and_read_back(store: PostgresStore) -> None
 )
 def test_a_bad_concurrency_key_is_refused(key: object, rule: str) -> None:
     with pytest.raises(InvalidJob, match=rule):
-        NewJob("k", concurrency_key=key)  # type: ignore[arg-type]
+        NewJob("k", concurrency_key=key)
 
 
 @pytest.mark.parametrize(
