@@ -4,12 +4,16 @@ kinds with limits. `PostgresStore` inherits these operations."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import tuple_row
 
 from venturi.limits import KindLimits, KindState
 from venturi.models import SMALLINT_MIN, JobRecord
 from venturi.store import sqlfiles
 from venturi.store.housekeeping import Housekeeping
-from venturi.store.statements import run_statement
 
 
 class FlowControl(Housekeeping):
@@ -61,18 +65,48 @@ class FlowControl(Housekeeping):
         """Claim up to ``limit`` jobs of kinds with limits, within their room.
 
         One short transaction: lock the kinds' rows (claimers of one kind take turns),
-        then claim in a statement whose snapshot sees every earlier turn's claims.
+        then claim in statements whose snapshots see every earlier turn's claims. Kinds
+        with a key limit are claimed by their own statement (claim_keyed.sql), so the
+        others pay nothing to plan the key walk.
         """
         if limit < 1 or not leases:
             return []
-        params = {
-            "kinds": list(leases),
-            "leases": [float(v) for v in leases.values()],
-            "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
-            "limit": limit,
-            "worker": worker,
-        }
-        with self.connection() as conn, conn.transaction():
-            run_statement(conn, sqlfiles.query("claim_limited_lock", self.prefix), params)
-            rows = run_statement(conn, sqlfiles.query("claim_limited", self.prefix), params)
-        return [JobRecord.from_row(row) for row in rows]
+        floor = SMALLINT_MIN if priority_floor is None else priority_floor
+        jobs: list[JobRecord] = []
+        last: psycopg.Cursor[tuple[Any, ...]] | None = None
+        # Pipelined: BEGIN goes with the lock and the (last) claim with COMMIT, so a kind's
+        # turn is held for a round trip or two and the server's work.
+        with self.connection() as conn, conn.pipeline():
+            with conn.transaction():
+                locking = conn.cursor(row_factory=tuple_row)
+                locking.execute(self._query("claim_limited_lock"), {"kinds": list(leases)})
+                keyed = {kind for kind, has_keys in locking.fetchall() if has_keys}
+                groups = [
+                    (name, kinds)
+                    for name, kinds in (
+                        ("claim_limited", [k for k in leases if k not in keyed]),
+                        ("claim_keyed", [k for k in leases if k in keyed]),
+                    )
+                    if kinds
+                ]
+                for name, kinds in groups:
+                    if last is not None:  # the second statement gets what the first left
+                        jobs.extend(JobRecord.from_row(row) for row in last.fetchall())
+                        last = None
+                        if len(jobs) >= limit:
+                            break
+                    last = conn.cursor(row_factory=tuple_row)
+                    params = {
+                        "kinds": kinds,
+                        "leases": [float(leases[k]) for k in kinds],
+                        "priority_floor": floor,
+                        "limit": limit - len(jobs),
+                        "worker": worker,
+                    }
+                    last.execute(self._query(name), params)
+            if last is not None:
+                jobs.extend(JobRecord.from_row(row) for row in last.fetchall())
+        return jobs
+
+    def _query(self, name: str) -> sql.Composed:
+        return sqlfiles.query(name, self.prefix)

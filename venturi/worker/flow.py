@@ -4,7 +4,7 @@ kinds the database holds limited, and wakes the cluster when a limited run ends.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import attrs
@@ -41,6 +41,9 @@ class FlowView:
     limited: frozenset[str] = attrs.field(init=False)
     rated: frozenset[str] = attrs.field(init=False)
     waited: frozenset[str] = attrs.field(init=False)
+    # Wakes this worker's own dispatcher (set once it exists): it claims the freed place
+    # while the notification to the other workers is still on its way.
+    wake: Callable[[], None] = attrs.field(init=False, default=lambda: None)
 
     def __attrs_post_init__(self) -> None:
         self._adopt(self.limits)
@@ -76,6 +79,7 @@ class FlowView:
         session reaches it too). Never raises: a lost wakeup costs a recheck interval."""
         if job.kind not in self.waited:
             return
+        self.wake()
         try:
             self.store.notify(job.kind)
         except StoreError as exc:

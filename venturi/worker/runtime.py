@@ -241,6 +241,7 @@ class Worker:
             ready=self._ready,
             stopping=self._stopping,
         )
+        flow.wake = self._dispatcher.notifier.wake
         self._handlers = HandlerLoop(
             ready=self._ready,
             held=self.held,
