@@ -185,8 +185,19 @@ class JobFunction(Generic[P, R]):
         return self.func(*args, **kwargs)
 
     def enqueue(self, **kwargs: Any) -> ULID:
-        """Enqueue a run with these keyword arguments as the payload."""
-        return self.queue.enqueue(self.definition.kind, kwargs)
+        """Enqueue a run with these keyword arguments as the payload.
+
+        ``concurrency_key=`` is taken as the job's key (for a kind with
+        ``key_concurrency``), unless the handler has a parameter of that name: then it is
+        payload, and the key goes through `enqueue_with`.
+        """
+        options = {}
+        if (
+            "concurrency_key" in kwargs
+            and "concurrency_key" not in self.definition.signature.parameters
+        ):
+            options["concurrency_key"] = kwargs.pop("concurrency_key")
+        return self.queue.enqueue(self.definition.kind, kwargs, **options)
 
     def enqueue_with(self, payload: Mapping[str, Any], **options: Any) -> ULID:
         """Enqueue with options (priority, delay, at, dedup_key, on_duplicate,

@@ -27,6 +27,7 @@ EXPECTED_SERIES = {
     "drain.c4",
     "drain.c16",
     "backlog.c16",
+    "limited8.c16",
     "latency.p50",
     "latency.p95",
     "latency.p99",
@@ -98,7 +99,7 @@ def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -
 
 
 def test_quick_run_drops_its_tables(quick_report: dict[str, Any]) -> None:
-    assert len(quick_report["_prefixes"]) == 2  # the main prefix and the backlog's
+    assert len(quick_report["_prefixes"]) == 3  # the main prefix, the backlog's, the limited's
     assert quick_report["_left_behind"] == set()
 
 

@@ -54,3 +54,15 @@ def test_pause_refuses_a_bad_kind_name(invoke: Invoke, queue: venturi.Queue, kin
 
 def test_kinds_says_when_there_is_nothing(invoke: Invoke, queue: venturi.Queue) -> None:
     assert "no kind has declared limits" in invoke("kinds").output
+
+
+def test_enqueue_takes_a_concurrency_key_and_job_shows_it(
+    invoke: Invoke, queue: venturi.Queue
+) -> None:
+    result = invoke("enqueue", "crm.sync", "{}", "--concurrency-key", "customer:42")
+    assert result.exit_code == 0, result.output
+    job = queue.get(result.stdout.strip())
+    assert job is not None and job.concurrency_key == "customer:42"
+    assert "customer:42" in invoke("job", result.stdout.strip()).output
+    refused = invoke("enqueue", "crm.sync", "{}", "--concurrency-key", "x" * 256)
+    assert refused.exit_code == 1 and "concurrency_key" in refused.output

@@ -18,6 +18,7 @@ from psycopg import sql
 from tests.contrib.flask_app import create_app, publish, venturi
 from tests.support import wait_until
 from venturi import ConfigurationError, JobStatus
+from venturi import models as venturi_models
 from venturi.contrib.flask import FlaskSettings, Venturi
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,3 +226,14 @@ def test_the_in_process_worker_is_stopped_at_exit(database_dsn: str, prefix: str
         assert job.status is JobStatus.COMPLETED
     finally:
         ext.close(app)
+
+
+def test_enqueue_carries_a_concurrency_key(app: Flask) -> None:
+    with app.app_context():
+        job_id = venturi.enqueue("crm.sync", {}, concurrency_key="customer:42")
+        [many] = venturi.enqueue_many(
+            [venturi_models.NewJob("crm.sync", {}, concurrency_key="customer:7")]
+        )
+        queue = venturi.queue_for(app)
+        assert queue.get(job_id).concurrency_key == "customer:42"  # type: ignore[union-attr]
+        assert queue.get(many).concurrency_key == "customer:7"  # type: ignore[union-attr]

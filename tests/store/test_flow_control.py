@@ -183,3 +183,28 @@ def test_pause_survives_a_new_queue_and_shows_in_stats(
         assert probe.count("kinds", "paused") == 2
     finally:
         probe.close()
+
+
+def test_a_job_functions_enqueue_takes_the_concurrency_key(database_dsn: str, prefix: str) -> None:
+    with Queue(database_dsn, prefix=prefix) as queue:
+        queue.migrate()
+
+        @queue.job("crm.sync", key_concurrency=1)
+        def sync(customer_id: int) -> None:
+            pass
+
+        @queue.job("keyed.param")
+        def takes_key(concurrency_key: str) -> None:
+            pass
+
+        job_id = sync.enqueue(customer_id=42, concurrency_key="customer:42")
+        record = queue.get(job_id)
+        assert record is not None and record.concurrency_key == "customer:42"
+        assert record.payload == {"customer_id": 42}
+        other = queue.get(sync.enqueue_with({"customer_id": 7}, concurrency_key="customer:7"))
+        assert other is not None and other.concurrency_key == "customer:7"
+        with pytest.raises(InvalidJob, match="needs a concurrency_key"):
+            sync.enqueue(customer_id=1)
+        plain = queue.get(takes_key.enqueue(concurrency_key="payload"))
+        assert plain is not None and plain.payload == {"concurrency_key": "payload"}
+        assert plain.concurrency_key is None

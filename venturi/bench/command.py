@@ -27,8 +27,10 @@ from venturi.bench.support import BenchFailure, BenchSettings
 from venturi.bench.worker import drive
 from venturi.bench.workloads import VenturiBench
 
-WORKLOADS = ("enqueue", "enqueue-many", "drain", "latency", "backlog", "rss")
+WORKLOADS = ("enqueue", "enqueue-many", "drain", "latency", "backlog", "limited", "rss")
 DRAIN_CONCURRENCIES = (1, 4, 16)
+# The "limited" workload drains a kind limited to this many running jobs at concurrency 16.
+LIMITED_CONCURRENCY = 8
 Step = Callable[[], dict[str, float]]
 
 
@@ -40,6 +42,7 @@ def _groups(
     backlog: VenturiBench | None,
     *,
     prepared: VenturiBench | None = None,
+    limited: VenturiBench | None = None,
 ) -> list[list[Step]]:
     """Each group's steps are measured back to back in one round (venturi beside its
     ceilings, and beside itself with prepared statements on); rounds reverse the order
@@ -72,6 +75,11 @@ def _groups(
         groups.append([main.latency])
     if backlog is not None:
         steps: list[Step] = [functools.partial(backlog.drain, 16, "backlog.c16")]
+        if "drain" not in workloads:
+            steps.append(functools.partial(main.drain, 16))
+        groups.append(steps)
+    if limited is not None:
+        steps = [functools.partial(limited.drain, 16, f"limited{LIMITED_CONCURRENCY}.c16")]
         if "drain" not in workloads:
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
@@ -121,7 +129,13 @@ def run(
         if settings.compare_prepared:
             prepared = VenturiBench(settings, "p", prepared_statements=True)
             cleanup.callback(prepared.close)
-        groups = _groups(workloads, processes, main, raw, backlog, prepared=prepared)
+        limited: VenturiBench | None = None
+        if "limited" in workloads:
+            limited = VenturiBench(settings, "l", concurrency_limit=LIMITED_CONCURRENCY)
+            cleanup.callback(limited.close)
+        groups = _groups(
+            workloads, processes, main, raw, backlog, prepared=prepared, limited=limited
+        )
         for index in range(settings.rounds):
             say(f"round {index + 1} of {settings.rounds}")
             for group in groups:
@@ -194,8 +208,9 @@ def bench_command(
 
     Workloads: enqueue (one transaction each), enqueue-many, drain at concurrency 1, 4
     and 16, latency (enqueue commit to handler start on an idle worker), drain beside a
-    backlog of pending rows, and a concurrency-16 worker process's peak RSS. Every job is
-    checked to have run exactly once. Uses fresh table prefixes and drops them after.
+    backlog of pending rows, drain at concurrency 16 of a kind limited to 8 running jobs
+    (every claim takes the limited path), and a concurrency-16 worker process's peak RSS.
+    Every job is checked to have run exactly once. Uses fresh table prefixes and drops them after.
     """
     overrides: dict[str, Any] = {
         key: value

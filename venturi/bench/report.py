@@ -19,6 +19,7 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("drain c4", "drain.c4", "ceiling.commit_per_job.c4", None),
     ("drain c16", "drain.c16", "ceiling.commit_per_job.c16", 2.0),
     ("drain c16, backlog", "backlog.c16", "drain.c16", 0.8),
+    ("drain c16, kind limited to 8", "limited8.c16", "drain.c16", None),
 )
 # `--compare-prepared`: each workload with server-side prepared statements on, against
 # venturi's default (off) measured in the same rounds.

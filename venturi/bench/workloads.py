@@ -1,4 +1,5 @@
-"""venturi's side of `venturi bench`: enqueue, enqueue-many, drain, latency and backlog.
+"""venturi's side of `venturi bench`: enqueue, enqueue-many, drain, latency, backlog, and
+the drain of a kind with a concurrency limit.
 
 Every workload runs no-op jobs through the public API (`Queue`, `Worker`) under a fresh
 prefix, then proves each job ran exactly once: by the in-process ledger of handler
@@ -55,7 +56,12 @@ class VenturiBench:
     """A queue under its own prefix with one no-op kind whose handler writes the ledger."""
 
     def __init__(
-        self, settings: BenchSettings, label: str = "v", *, prepared_statements: bool = False
+        self,
+        settings: BenchSettings,
+        label: str = "v",
+        *,
+        prepared_statements: bool = False,
+        concurrency_limit: int | None = None,
     ) -> None:
         self.settings = settings
         self.prefix = new_prefix(label)
@@ -69,7 +75,8 @@ class VenturiBench:
         set_fillfactor(self.conn, self.prefix, settings.fillfactor)
         ledger = self.ledger
 
-        @self.queue.job(BENCH_KIND, lease=60)
+        # With a concurrency limit, every claim takes the limited path (the kind's turn).
+        @self.queue.job(BENCH_KIND, lease=60, concurrency=concurrency_limit)
         def noop(n: int) -> None:
             ledger.record(n)
 

@@ -71,6 +71,7 @@ def _parse_at(text: str | None) -> datetime | None:
     help="With --dedup-key: keep the pending job's payload, or replace it with this one.",
 )
 @click.option("--max-attempts", type=click.IntRange(min=1), help="Runs before it goes dead.")
+@click.option("--concurrency-key", help="For a kind with key_concurrency: the job's key.")
 @pass_state
 def enqueue(
     state: CliState,
@@ -83,6 +84,7 @@ def enqueue(
     dedup_key: str | None,
     on_duplicate: str,
     max_attempts: int | None,
+    concurrency_key: str | None,
 ) -> None:
     """Enqueue one job; prints its id.
 
@@ -96,6 +98,7 @@ def enqueue(
         "at": _parse_at(at_text),
         "dedup_key": dedup_key,
         "max_attempts": max_attempts,
+        "concurrency_key": concurrency_key,
     }
     chosen = {name: value for name, value in options.items() if value is not None}
     job_id = state.queue().enqueue(kind, data, on_duplicate=on_duplicate, **chosen)
@@ -152,6 +155,7 @@ def job(state: CliState, job_id: str, as_json: bool) -> None:
         ("claimed by", record.claimed_by or ""),
         ("lease until", show_time(record.claim_expires_at)),
         ("dedup key", record.dedup_key or ""),
+        ("concurrency key", record.concurrency_key or ""),
         ("payload", show_json(record.payload)),
         ("carry", show_json(record.carry)),
     ]

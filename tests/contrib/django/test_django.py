@@ -211,3 +211,15 @@ def test_manage_py_venturi_worker_runs_jobs_in_its_own_process(
         _, errors = worker.communicate(timeout=60)
     assert worker.returncode == 0, errors
     assert "shop.fulfil" in errors  # the worker logged the kinds it found by autodiscovery
+
+
+def test_enqueue_carries_a_concurrency_key_in_the_orm_transaction(queue: Queue) -> None:
+    with transaction.atomic():
+        job_id = venturi_django.enqueue("crm.sync", {}, concurrency_key="customer:42")
+        venturi_django.enqueue_on_commit("crm.sync", {}, concurrency_key="customer:7")
+    record = queue.get(job_id)
+    assert record is not None and record.concurrency_key == "customer:42"
+    keys = {j.concurrency_key for j in queue.history(kind="crm.sync")}
+    assert keys == {"customer:42", "customer:7"}
+    with pytest.raises(InvalidJob, match="has no key_concurrency"):
+        venturi_django.enqueue("shop.fulfil", {"order_id": 1}, concurrency_key="a")
