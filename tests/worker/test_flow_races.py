@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.support import Probe, wait_until
+from tests.support import Probe, postgres_store, wait_until
 from tests.worker.conftest import ROOT, Child
 from venturi import NewJob, Queue
 
@@ -137,6 +137,13 @@ def test_the_checks_see_a_staged_violation() -> None:
     moments = [start + timedelta(milliseconds=10 * i) for i in range(101)]
     assert most_in_window(moments, timedelta(seconds=1)) == 100
     assert most_in_window(moments[::2], timedelta(seconds=1)) == 50
+
+
+def test_the_sampler_sees_a_staged_excess(queue: Queue, probe: Probe, database_dsn: str) -> None:
+    queue.enqueue_many([NewJob("limited", {"n": i}) for i in range(4)])
+    with ClaimedSampler(database_dsn, queue.prefix) as sampler:
+        postgres_store(queue).claim("staged", {"limited": 30.0}, 4)  # no limit declared
+        wait_until(lambda: sampler.highest == 4, timeout=10, what="the sampler to see 4")
 
 
 def drain(queue: Queue, probe: Probe, count: int, what: str) -> float:
