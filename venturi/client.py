@@ -130,7 +130,10 @@ class Queue:
         """Register the decorated function as the handler of ``kind``.
 
         Options (`JobOptions`): ``max_attempts`` (5), ``backoff`` (exponential with cap
-        and jitter), ``priority`` (0), ``lease`` (60 s), ``timeout`` (None), ``context``.
+        and jitter), ``priority`` (0), ``lease`` (60 s), ``timeout`` (None), ``context``,
+        and the flow limits every worker keeps together (None: unlimited):
+        ``concurrency`` (claimed at once), ``key_concurrency`` (running per
+        ``concurrency_key``) and ``rate`` (``"N/s"``, ``"N/m"`` or ``"N/h"`` runs started).
         The payload's keys are the function's keyword arguments (checked at enqueue).
         With ``context=True`` the first argument is the run's `JobContext`.
         """
