@@ -172,12 +172,17 @@ def _gauges(snapshot: StatsSnapshot) -> Iterator[Metric]:
         "Seconds the longest-waiting due job has been due, by kind (0 when none).",
         labels=["kind"],
     )
+    paused = GaugeMetricFamily(
+        "venturi_queue_kind_paused", "1 while the kind is paused (flow control).", labels=["kind"]
+    )
     for kind in snapshot.kinds:
         for field in _STATUS_FIELDS:
             jobs.add_metric([kind.kind, field], float(getattr(kind, field)))
         oldest.add_metric([kind.kind], kind.oldest_pending_seconds or 0.0)
+        paused.add_metric([kind.kind], 1.0 if kind.paused else 0.0)
     yield jobs
     yield oldest
+    yield paused
 
 
 class MetricsServer:

@@ -120,6 +120,9 @@ def test_the_wsgi_app_serves_gauges_and_reports_an_outage(queue: venturi.Queue) 
     assert status.startswith("200")
     assert 'venturi_queue_jobs{kind="ok",status="pending"} 1.0' in body
     assert "venturi_queue_up 1.0" in body
+    assert 'venturi_queue_kind_paused{kind="ok"} 0.0' in body
+    queue.pause("ok")
+    assert 'venturi_queue_kind_paused{kind="ok"} 1.0' in _get(wsgi_app(queue))[1]
     down = venturi.Queue(CLOSED_PORT_DSN, prefix="down", pool_timeout=0.5)
     try:
         status, body = _get(wsgi_app(down))
