@@ -47,6 +47,7 @@ class Enqueuer:
             "at": job.at,
             "max_attempts": job.max_attempts,
             "dedup_key": job.dedup_key,
+            "trace_context": job.trace_context_json,
         }
 
     def _check_size(self, job: NewJob) -> None:
@@ -161,6 +162,7 @@ class Enqueuer:
             "delays": [j.delay_seconds for _, j in plain],
             "ats": [j.at for _, j in plain],
             "max_attempts": [j.max_attempts for _, j in plain],
+            "trace_contexts": [j.trace_context_json for _, j in plain],
         }
         if not deduped:
             self._first_row(conn, "enqueue_many", params)
