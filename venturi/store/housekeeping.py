@@ -81,6 +81,18 @@ class Housekeeping:
         with self.connection() as conn:
             return run_statement(conn, sqlfiles.query(name, self.prefix), params)
 
+    def _fetch_on(
+        self, conn: psycopg.Connection[Any] | None, name: str, params: dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """Run the statement ``name`` on ``conn`` (the caller's, in its transaction) when
+        given, else on a pooled connection."""
+        if conn is None:
+            return self._fetch(name, params)
+        try:
+            return run_statement(conn, sqlfiles.query(name, self.prefix), params)
+        except psycopg.Error as exc:
+            raise retrying.store_error(exc) from exc
+
     def next_visible_at(
         self, kinds: Sequence[str], priority_floor: int | None = None
     ) -> datetime | None:
@@ -204,6 +216,19 @@ class Housekeeping:
         kinds = tuple(KindStats(*row[:8]) for row in rows)
         taken_at = rows[0][8] if rows else self.now()
         return StatsSnapshot(kinds, taken_at)
+
+    def pending_jobs(
+        self, kind: str | None = None, conn: psycopg.Connection[Any] | None = None
+    ) -> list[JobRecord]:
+        """The jobs waiting to run (due or scheduled), of ``kind`` or all, oldest first;
+        read on ``conn`` when given, so a transaction sees the jobs it enqueued itself."""
+        rows = self._fetch_on(conn, "pending_jobs", {"kind": kind})
+        return [JobRecord.from_row(r) for r in rows]
+
+    def advance_clock(self, seconds: float, conn: psycopg.Connection[Any] | None = None) -> None:
+        """Move unfinished jobs ``seconds`` into the past, as if that much time had gone by:
+        pending jobs come due that much earlier and claims expire that much earlier."""
+        self._fetch_on(conn, "advance_clock", {"seconds": seconds})
 
     def cancel(self, job_id: JobId, note: str | None = None) -> bool:
         return bool(self._fetch("cancel", {"id": to_uuid(job_id), "note": note}))

@@ -149,4 +149,14 @@ class Store(Protocol):
         self, kind: str | None = None, note: str | None = None, batch: int = 1000
     ) -> int: ...
 
+    def pending_jobs(
+        self, kind: str | None = None, conn: Connection[Any] | None = None
+    ) -> list[JobRecord]:
+        """The jobs waiting to run (due or scheduled), oldest first (on ``conn`` if given)."""
+        ...
+
+    def advance_clock(self, seconds: float, conn: Connection[Any] | None = None) -> None:
+        """Move unfinished jobs ``seconds`` into the past (tests: `venturi.testing.advance`)."""
+        ...
+
     def close(self) -> None: ...
