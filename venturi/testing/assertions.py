@@ -46,6 +46,7 @@ def assert_enqueued(
     was enqueued or at ``at`` (within ``tolerance`` seconds). With ``count``, exactly
     that many such jobs. Returns the matching jobs. The failure message lists every job
     that is enqueued."""
+    __tracebackhide__ = True  # pytest shows the failing assert_enqueued call, not this
     wanted = _Wanted.of(kind, payload, priority=priority, delay=delay, at=at, tolerance=tolerance)
     jobs = enqueued(queue, conn=conn)
     matching = [job for job in jobs if wanted.matches(job)]
@@ -72,6 +73,7 @@ def refute_enqueued(
     conn: psycopg.Connection[Any] | None = None,
 ) -> None:
     """Fail if a job matching these terms (as for `assert_enqueued`) waits to run."""
+    __tracebackhide__ = True
     wanted = _Wanted.of(kind, payload, priority=priority, delay=delay, at=at, tolerance=tolerance)
     jobs = enqueued(queue, conn=conn)
     matching = [job for job in jobs if wanted.matches(job)]
