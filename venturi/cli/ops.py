@@ -16,6 +16,7 @@ from venturi import __version__
 from venturi.cli.support import DURATION, CliState, import_queue, pass_state
 from venturi.client import Queue
 from venturi.errors import VenturiError, first_line
+from venturi.jsonlog import JsonFormatter
 from venturi.prefix import Prefix
 from venturi.store import migrations
 
@@ -57,10 +58,13 @@ def sql_command(state: CliState, after: int) -> None:
     click.echo(script, nl=False)
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def _configure_logging(level: str, log_format: str = "text") -> None:
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def worker_command(embedded: bool) -> click.Command:
@@ -100,6 +104,13 @@ def worker_command(embedded: bool) -> click.Command:
         default="info",
         show_default=True,
     )
+    @click.option(
+        "--log-format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="json: one JSON object per line, with job_id, kind and run on job lines.",
+    )
     @pass_state
     def worker(state: CliState, /, *, app: str | None = None, **options: Any) -> None:
         """Run jobs until SIGINT or SIGTERM.
@@ -135,8 +146,9 @@ def _run_worker(
     metrics_addr: str,
     stop_timeout: float,
     log_level: str,
+    log_format: str,
 ) -> None:
-    _configure_logging(log_level)
+    _configure_logging(log_level, log_format)
     chosen = None if kinds is None else [k.strip() for k in kinds.split(",") if k.strip()]
     options: dict[str, Any] = {}
     if metrics_port is not None:

@@ -20,8 +20,9 @@ MAX_NOTE_CHARS = 16_000
 
 
 def job_extra(job: JobRecord) -> dict[str, Any]:
-    """Log-record fields for a job (``extra=``)."""
-    return {"job_id": str(job.id), "kind": job.kind, "attempt": job.run_count}
+    """Log-record fields for a job (``extra=``): its id, kind and run number (``attempt``
+    is the run number too, under the name earlier releases used)."""
+    return {"job_id": str(job.id), "kind": job.kind, "run": job.run_count, "attempt": job.run_count}
 
 
 def execute(definition: JobDefinition, ctx: JobContext) -> Settlement:
