@@ -144,7 +144,13 @@ class _AppState:
 
 
 def _build_queue(settings: FlaskSettings) -> Queue:
-    return Queue(settings.dsn, **settings.queue_options())
+    queue = Queue(settings.dsn, **settings.queue_options())
+    if settings.testing is not None:  # VENTURI_TESTING: tables made on first use
+        from venturi.testing import set_mode
+
+        queue.migrate()
+        set_mode(queue, settings.testing)
+    return queue
 
 
 def _in_context(app: Flask) -> Callable[[Handler], Handler]:

@@ -20,6 +20,7 @@ from venturi.errors import ConfigurationError, InvalidJob
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+TESTING_MODES = ("inline", "manual")
 
 
 class SettingsError(ConfigurationError):
@@ -60,6 +61,9 @@ optional_str = _rule(_is_str, "a str or None", optional=True)
 filled_str = _rule(_is_filled_str, "a str, not empty")
 optional_filled_str = _rule(_is_filled_str, "a str, not empty, or None", optional=True)
 flag = _rule(lambda value: isinstance(value, bool), "True or False")
+testing_mode = _rule(
+    lambda value: value in TESTING_MODES, "'inline', 'manual' or None", optional=True
+)
 names = _rule(_is_names, "a list of names (not one str)")
 optional_names = _rule(_is_names, "a list of names (not one str) or None", optional=True)
 
@@ -97,7 +101,9 @@ class QueueSettings:
 
     ``LISTEN_DSN``: where workers LISTEN when the queue's database is reached through a
     transaction-pooling proxy (the server itself); ``PREFIX``, ``POOL_SIZE``,
-    ``STRICT``, ``MAX_PAYLOAD_BYTES``: as for `venturi.Queue`.
+    ``STRICT``, ``MAX_PAYLOAD_BYTES``: as for `venturi.Queue`; ``TESTING``: for test
+    settings, ``"inline"`` (each job runs as it is enqueued) or ``"manual"`` (jobs wait
+    for ``drain``), see `venturi.testing`; the queue's tables are then created on first use.
     """
 
     error: ClassVar[type[SettingsError]] = SettingsError
@@ -108,6 +114,7 @@ class QueueSettings:
     pool_size: int | None = attrs.field(default=None, validator=optional_positive_int)
     strict: bool = attrs.field(default=False, validator=flag)
     max_payload_bytes: int = attrs.field(default=DEFAULT_MAX_PAYLOAD_BYTES, validator=positive_int)
+    testing: str | None = attrs.field(default=None, validator=testing_mode)
 
     @classmethod
     def key(cls, name: str) -> str:

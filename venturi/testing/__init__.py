@@ -6,7 +6,7 @@ which installing venturi registers."""
 from venturi.testing.assertions import assert_enqueued, enqueued, refute_enqueued
 from venturi.testing.clock import advance, parse_duration
 from venturi.testing.database import database_for_tests
-from venturi.testing.modes import inline, is_inline, manual, run_due
+from venturi.testing.modes import inline, is_inline, manual, run_due, set_mode, start_inline
 from venturi.testing.queues import QueueFactory
 
 __all__ = [
@@ -21,4 +21,6 @@ __all__ = [
     "parse_duration",
     "refute_enqueued",
     "run_due",
+    "set_mode",
+    "start_inline",
 ]

@@ -29,10 +29,13 @@ class InlineStore(StoreWrapper):
     """The store of a queue in inline mode: after each committed enqueue, every due job
     runs at once in this thread (`run_due`)."""
 
-    def __init__(self, inner: Store, queue: Queue, raise_failures: bool) -> None:
+    def __init__(
+        self, inner: Store, queue: Queue, raise_failures: bool, same_transaction: bool
+    ) -> None:
         super().__init__(inner)
         self.queue = queue
         self.raise_failures = raise_failures
+        self.same_transaction = same_transaction
         self.suspended = 0  # inside `manual` blocks
 
     def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
@@ -50,9 +53,11 @@ class InlineStore(StoreWrapper):
     def _run_if_committed(self, conn: psycopg.Connection[Any] | None) -> None:
         # A job written in a caller's open transaction is invisible to the pool until
         # that commits; it runs at the next enqueue, `advance` or the end of the block.
+        # Unless the store works in that very transaction (Django's TestCase).
         if self.suspended:
             return
-        if conn is None or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        idle = conn is None or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if idle or self.same_transaction:
             run_due(self.queue, raise_failures=self.raise_failures)
 
 
@@ -80,7 +85,9 @@ def _inline_store(queue: Queue) -> InlineStore | None:
 
 
 @contextmanager
-def inline(queue: Queue, *, raise_failures: bool = True) -> Iterator[Queue]:
+def inline(
+    queue: Queue, *, raise_failures: bool = True, same_transaction: bool = False
+) -> Iterator[Queue]:
     """Run each job in the enqueuing thread as it is enqueued, until the block ends.
 
     Runs go through the real tables as in `Queue.drain`: outcomes, retries and `Pause`
@@ -88,20 +95,39 @@ def inline(queue: Queue, *, raise_failures: bool = True) -> Iterator[Queue]:
     one waits, for `venturi.testing.advance`). A handler's exception (other than
     `Retry` and `Pause`) is raised in the test after its run is recorded, unless
     ``raise_failures`` is False. Each enqueue also runs any other job already due.
+    A job enqueued on a caller's connection runs once that transaction is committed
+    (at the next enqueue, `advance`, or the end of the block); ``same_transaction``
+    says the queue's own store works in that transaction, so it runs at once.
     Not thread-safe: switch modes while no other thread uses the queue.
     """
     if _inline_store(queue) is not None:
         yield queue
         return
-    wrapper = InlineStore(queue.store, queue, raise_failures)
-    queue.store = wrapper
+    stop = start_inline(queue, raise_failures=raise_failures, same_transaction=same_transaction)
     try:
         yield queue
     except BaseException:
-        queue.store = wrapper.inner
+        stop()
         raise
-    queue.store = wrapper.inner
+    stop()
     run_due(queue, raise_failures=raise_failures)
+
+
+def start_inline(
+    queue: Queue, *, raise_failures: bool = True, same_transaction: bool = False
+) -> Callable[[], None]:
+    """Put ``queue`` in inline mode until the returned function is called (`inline`
+    as a context manager does both; this serves settings such as Flask's
+    ``VENTURI_TESTING``, which switch a queue for good)."""
+    if _inline_store(queue) is not None:
+        return lambda: None
+    wrapper = InlineStore(queue.store, queue, raise_failures, same_transaction)
+    queue.store = wrapper
+
+    def stop() -> None:
+        queue.store = wrapper.inner
+
+    return stop
 
 
 @contextmanager
@@ -164,3 +190,25 @@ def _recording(definition: JobDefinition, raised: list[BaseException]) -> JobDef
 
     handler: Callable[..., Any] = recorded
     return attrs.evolve(definition, func=handler)
+
+
+def set_mode(queue: Queue, mode: str, *, same_transaction: bool = False) -> None:
+    """Switch ``queue`` to ``mode`` for good: ``"inline"`` or ``"manual"`` (the test
+    settings ``VENTURI_TESTING`` of Flask and ``VENTURI["TESTING"]`` of Django)."""
+    if mode == "inline":
+        start_inline(queue, same_transaction=same_transaction)
+    elif mode == "manual":
+        found = _inline_store(queue)
+        if found is not None:
+            queue.store = _without(queue.store, found)
+    else:
+        raise ValueError(f"testing mode must be 'inline' or 'manual', got {mode!r}")
+
+
+def _without(store: Store, layer: InlineStore) -> Store:
+    """``store`` with the inline layer taken out (it is the outermost one it added)."""
+    if store is layer:
+        return layer.inner
+    assert isinstance(store, StoreWrapper)
+    store.inner = _without(store.inner, layer)
+    return store

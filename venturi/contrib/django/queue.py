@@ -28,6 +28,10 @@ def _build() -> Queue:
     # The live settings_dict, not settings.DATABASES: Django's test runner points it at
     # the test database.
     settings_dict = connections[conf.database].settings_dict
+    if conf.testing is not None:
+        from .testing import testing_queue
+
+        return testing_queue(conf, connection_string(settings_dict))
     return Queue(connection_string(settings_dict), **conf.queue_options())
 
 
@@ -36,6 +40,10 @@ def _fresh_connections(func: Handler) -> Handler:
 
     @functools.wraps(func)
     def run(*args: Any, **kwargs: Any) -> Any:
+        if any(c.in_atomic_block for c in connections.all(initialized_only=True)):
+            # Run inside the caller's transaction (drain or inline mode in a TestCase):
+            # closing a connection here would break that transaction.
+            return func(*args, **kwargs)
         close_old_connections()
         try:
             return func(*args, **kwargs)
