@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+from psycopg.types.string import TextLoader
 
 import venturi
 from venturi import JobStatus, Pause, Queue, Retry
@@ -140,6 +141,19 @@ def test_a_transaction_sees_its_own_enqueues(
         refute_enqueued(queue, "emails.send")  # other sessions do not see it yet
         conn.rollback()
     refute_enqueued(queue, "emails.send")
+
+
+def test_reads_decode_json_on_a_connection_that_loads_it_as_text(
+    venturi_queue: QueueFactory, venturi_dsn: str, app: Queue
+) -> None:
+    """Django's connections load jsonb as text; the store's reads on them still decode."""
+    queue = venturi_queue(app)
+    with psycopg.connect(venturi_dsn) as conn:
+        conn.adapters.register_loader("jsonb", TextLoader)
+        queue.enqueue("emails.send", {"to": "tx@example.com"}, conn=conn)
+        [job] = assert_enqueued(queue, "emails.send", {"to": "tx@example.com"}, conn=conn)
+        assert job.payload == {"to": "tx@example.com"}
+        assert conn.execute("SELECT '{}'::jsonb").fetchone() == ("{}",)  # its loader is kept
 
 
 def test_inline_runs_each_job_as_it_is_enqueued(

@@ -10,12 +10,15 @@ from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 from psycopg.rows import tuple_row
+from psycopg.types.json import JsonbLoader, JsonLoader
 from psycopg_pool import ConnectionPool
 
 from venturi.errors import ConfigurationError
 from venturi.store import retrying
+
+JSONB_OID: Final = psycopg.postgres.types["jsonb"].oid
 
 T = TypeVar("T")
 
@@ -84,7 +87,13 @@ def run_statement(
     conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
 ) -> list[tuple[Any, ...]]:
     """Run one statement. Pool connections autocommit, or (a borrowed pool's) commit when
-    `ConnectionPool.connection` returns them, so each statement is its own transaction."""
+    `ConnectionPool.connection` returns them, so each statement is its own transaction.
+
+    JSON columns come back decoded even on a connection that loads them as text (Django
+    registers such a loader on its own connections, where a caller's transaction runs)."""
     with conn.cursor(row_factory=tuple_row) as cur:
+        if conn.adapters.get_loader(JSONB_OID, pq.Format.TEXT) is not JsonbLoader:
+            cur.adapters.register_loader("jsonb", JsonbLoader)
+            cur.adapters.register_loader("json", JsonLoader)
         cur.execute(query, params)
         return cur.fetchall() if cur.description else []
