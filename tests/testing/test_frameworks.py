@@ -5,6 +5,7 @@ Flask app with ``VENTURI_TESTING``."""
 
 from __future__ import annotations
 
+import importlib.util
 import uuid
 
 import psycopg
@@ -12,6 +13,7 @@ import pytest
 from psycopg import sql
 
 pytest.importorskip("django")
+TASKS_AVAILABLE = importlib.util.find_spec("django.tasks") is not None
 
 DJANGO_CONFTEST = """
 import os
@@ -37,6 +39,7 @@ settings.configure(
     },
     INSTALLED_APPS=["venturi.contrib.django", "shop"],
     VENTURI={"PREFIX": os.environ["SHOP_PREFIX"], "TESTING": os.environ["SHOP_TESTING"]},
+    TASKS={"default": {"BACKEND": "venturi.contrib.django.VenturiBackend"}},
     SHOP_TABLE=os.environ["SHOP_TABLE"],
 )
 django.setup()
@@ -96,7 +99,21 @@ def checkout(number: int) -> Order:
     return order
 '''
 
+SHOP_TASKS = """
+from django.tasks import task
+
+from shop.models import Order
+
+
+@task()
+def stamp(order_id: int) -> None:
+    Order.objects.filter(pk=order_id).update(receipted=True)
+"""
+
 DJANGO_MANUAL_TESTS = """
+import importlib.util
+from unittest import skipUnless
+
 from django.test import TestCase, TransactionTestCase
 
 from venturi.contrib.django import testing as jobs
@@ -150,9 +167,25 @@ class CommittedCheckoutTests(TransactionTestCase):
     def test_cleared_between_tests(self):
         self.assertEqual(jobs.enqueued(), [])
         checkout(10)
+
+
+@skipUnless(importlib.util.find_spec("django.tasks"), "django.tasks needs Django 6")
+class TaskTests(TestCase):
+    def test_a_task_waits_for_drain(self):
+        from shop.tasks import stamp
+
+        order = Order.objects.create(number=3)
+        stamp.enqueue(order.pk)
+        jobs.assert_enqueued("django.tasks:default:default", count=1)
+        self.assertEqual(jobs.drain(), 1)
+        order.refresh_from_db()
+        self.assertTrue(order.receipted)
 """
 
 DJANGO_INLINE_TESTS = """
+import importlib.util
+from unittest import skipUnless
+
 from django.test import TestCase, TransactionTestCase
 
 from venturi.contrib.django import testing as jobs
@@ -188,6 +221,17 @@ class InlineCommittedTests(TransactionTestCase):
         order = checkout(9)
         order.refresh_from_db()
         self.assertTrue(order.receipted)
+
+
+@skipUnless(importlib.util.find_spec("django.tasks"), "django.tasks needs Django 6")
+class InlineTaskTests(TestCase):
+    def test_a_task_runs_at_once(self):
+        from shop.tasks import stamp
+
+        order = Order.objects.create(number=3)
+        stamp.enqueue(order.pk)
+        order.refresh_from_db()
+        self.assertTrue(order.receipted)
 """
 
 
@@ -216,13 +260,18 @@ def test_a_django_project_tests_its_jobs(
     monkeypatch.setenv("SHOP_TESTING", mode)
     pytester.makeconftest(DJANGO_CONFTEST)
     pytester.mkpydir("shop")
-    pytester.makepyfile(**{"shop/models": SHOP_MODELS, "shop/jobs": SHOP_JOBS})
+    pytester.makepyfile(
+        **{"shop/models": SHOP_MODELS, "shop/jobs": SHOP_JOBS, "shop/tasks": SHOP_TASKS}
+    )
     pytester.makepyfile(test_checkout=tests)
     try:
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
     finally:
         _drop_tables(venturi_dsn, table)
-    result.assert_outcomes(passed=passed)
+    if TASKS_AVAILABLE:
+        result.assert_outcomes(passed=passed + 1)
+    else:
+        result.assert_outcomes(passed=passed, skipped=1)
 
 
 FLASK_APP = """
