@@ -125,7 +125,8 @@ def start_inline(
     queue.store = wrapper
 
     def stop() -> None:
-        queue.store = wrapper.inner
+        # Layers added since (tracing) stay; only the inline one goes.
+        queue.store = _without(queue.store, wrapper)
 
     return stop
 
@@ -206,9 +207,10 @@ def set_mode(queue: Queue, mode: str, *, same_transaction: bool = False) -> None
 
 
 def _without(store: Store, layer: InlineStore) -> Store:
-    """``store`` with the inline layer taken out (it is the outermost one it added)."""
+    """``store`` with the inline layer taken out, the layers around it kept."""
     if store is layer:
         return layer.inner
-    assert isinstance(store, StoreWrapper)
+    if not isinstance(store, StoreWrapper):
+        return store  # taken out already
     store.inner = _without(store.inner, layer)
     return store

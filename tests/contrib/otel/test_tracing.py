@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -19,7 +20,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from tests.contrib.otel.jobs import register
 from tests.support import wait_until
 from venturi import JobStatus, NewJob, Queue
-from venturi.contrib.otel import instrument
+from venturi.contrib.otel import OpenRuns, instrument
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -192,3 +193,21 @@ def test_instrument_is_idempotent_and_handlers_stay_plain_functions(
     queue.enqueue("shop.later")
     queue.drain()
     assert len(_spans(exporter, "process shop.later")) == 1
+
+
+def test_a_run_never_settled_is_ended_as_abandoned_by_the_next_run(
+    queue: Queue, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """A run let go (its settlement could not be written) leaves its span open; the job's
+    next run ends it, so spans never pile up."""
+    job_id = queue.enqueue("shop.noop")
+    tracer = provider.get_tracer("test")
+    runs = OpenRuns()
+    [first] = queue.store.claim("w", {"shop.noop": 30.0}, 1)
+    runs.add(first, tracer.start_span("process shop.noop"))
+    assert _spans(exporter, "process shop.noop") == []
+    second = attrs.evolve(first, run_count=2)
+    runs.add(second, tracer.start_span("process shop.noop"))
+    [ended] = [s for s in exporter.get_finished_spans() if s.name == "process shop.noop"]
+    assert (ended.attributes or {})["venturi.job.outcome"] == "abandoned"
+    assert runs.take(job_id, 1) is None and runs.take(job_id, 2) is not None
