@@ -21,6 +21,7 @@ from venturi.testing import (
     is_inline,
     manual,
     refute_enqueued,
+    set_mode,
 )
 
 Calls = list[tuple[str, object]]
@@ -265,3 +266,22 @@ def test_factory_copies_registrations_and_refuses_bad_sources(
         venturi_queue(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mode"):
         venturi_queue(mode="eager")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="testing mode must be 'inline' or 'manual'"):
+        set_mode(queue, "eager")
+
+
+def test_advance_moves_claims_toward_expiry_and_leaves_finished_jobs(
+    venturi_queue: QueueFactory, app: Queue
+) -> None:
+    queue = venturi_queue(app)
+    running = queue.enqueue("emails.send", {"to": "running@example.com"})
+    done = queue.enqueue("flaky", {"n": 1}, delay=10)
+    [claimed] = queue.store.claim("a-worker", {"emails.send": 60.0}, 1)
+    assert claimed.id == running
+    assert queue.cancel(done)
+    finished = queue.get(done)
+    advance(queue, "59s")
+    assert queue.store.find_stale() == []
+    advance(queue, "2s")
+    assert [job.id for job in queue.store.find_stale()] == [running]
+    assert queue.get(done) == finished  # a finished job is not moved
