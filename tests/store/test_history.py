@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from psycopg.types.string import TextLoader
 from ulid import ULID
 
 from tests.support import Probe
@@ -123,6 +124,18 @@ def test_get_and_journal_read_inside_the_callers_uncommitted_transaction(
         assert store.get(ULID(), conn=conn) is None
         conn.rollback()
     assert store.get(job_id) is None
+
+
+def test_a_read_on_a_connection_that_loads_json_as_text_still_decodes_it(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    # As Django's connections do: jsonb arrives as text unless the read says otherwise.
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        conn.adapters.register_loader("jsonb", TextLoader)
+        job_id = store.enqueue(NewJob("k", {"i": [1, 2]}), conn=conn)
+        assert conn.execute("SELECT '{}'::jsonb").fetchone() == ("{}",)
+        job = store.get(job_id, conn=conn)
+        assert job is not None and job.payload == {"i": [1, 2]}
 
 
 def test_a_read_on_an_aborted_transaction_raises_a_store_error(

@@ -30,7 +30,7 @@ from venturi.prefix import Prefix
 from venturi.store import migrations, retrying, sqlfiles
 from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn
 from venturi.store.notifier import PostgresNotifier
-from venturi.store.statements import check_batch, mapped_errors, run_statement
+from venturi.store.statements import check_batch, run_read, run_statement
 
 
 class Housekeeping:
@@ -87,8 +87,7 @@ class Housekeeping:
         """`_fetch`, or the same read on ``conn`` (inside its transaction) if given."""
         if conn is None:
             return self._fetch(name, params)
-        with mapped_errors():
-            return run_statement(conn, sqlfiles.query(name, self.prefix), params)
+        return run_read(conn, sqlfiles.query(name, self.prefix), params)
 
     def next_visible_at(
         self, kinds: Sequence[str], priority_floor: int | None = None
