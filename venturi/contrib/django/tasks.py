@@ -31,6 +31,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 import attrs
 from django.conf import settings
 from django.core import checks
+from django.db import connections
 from django.tasks import DEFAULT_TASK_QUEUE_NAME, Task, TaskContext, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError
@@ -47,7 +48,7 @@ from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import DEFAULT_LEASE
 
 from .conf import SettingsError
-from .queue import django_connection, enqueue, get_queue, registry
+from .queue import database_alias, django_connection, enqueue, get_queue, registry
 from .queue import job as register_job
 from .task_results import (
     HEADER,
@@ -181,14 +182,17 @@ class VenturiBackend(BaseTaskBackend):
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
         """The task's state from its job row and journal; `TaskResultDoesNotExist` if none.
 
-        Read on Django's connection, as `enqueue` wrote: inside the ``atomic()`` block
-        that enqueued a task, its result is found.
+        Inside an ``atomic()`` block of the queue's database it reads on Django's
+        connection, as `enqueue` wrote there, so a task enqueued in that block is found;
+        elsewhere on venturi's pool (safe from async code, which must not use Django's
+        connection).
         """
         try:
             job_id = ULID.from_str(str(result_id))
         except ValueError:
             raise TaskResultDoesNotExist(result_id) from None
-        store, conn = get_queue().store, django_connection()
+        in_block = connections[database_alias()].in_atomic_block
+        store, conn = get_queue().store, django_connection() if in_block else None
         job = store.get(job_id, conn=conn)
         parts = None if job is None else kind_parts(job.kind)
         if job is None or parts is None or parts[0] != self.alias:
