@@ -5,6 +5,7 @@ transaction, and ``async def`` tasks and jobs run on the workers."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import timedelta
 from typing import Any
@@ -143,3 +144,15 @@ def test_an_async_venturi_job_runs_with_the_async_orm(queue: Queue, orders_table
         ("completed", "fulfilled")
     ]
     assert Order.objects.get(pk=order.pk).status == "fulfilled async"
+
+
+def test_a_result_can_be_read_from_async_code_outside_a_transaction(
+    queue: Queue, shop: Any
+) -> None:
+    result = shop.ship.enqueue(order_id=1)
+
+    async def read() -> Any:
+        # Django's connection refuses async code; outside atomic() the read needs none.
+        return shop.ship.get_result(result.id)
+
+    assert asyncio.run(read()) == result
