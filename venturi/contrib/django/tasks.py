@@ -154,14 +154,14 @@ class VenturiBackend(BaseTaskBackend):
             "args": json_args,
             "kwargs": json_kwargs,
         }
-        queue_name: str | None = task.queue_name
-        if not self.queues:
-            payload["queue_name"], queue_name = task.queue_name, None
+        if self.queues:
+            kind = task_kind(self.alias, task.queue_name)
+        else:  # any queue name: the alias's one kind, the name in the payload
+            kind = task_kind(self.alias, None)
+            payload["queue_name"] = task.queue_name
         if task.run_after is not None:
             payload["run_after"] = task.run_after.isoformat()
-        job_id = enqueue(
-            task_kind(self.alias, queue_name), payload, priority=task.priority, at=run_after
-        )
+        job_id = enqueue(kind, payload, priority=task.priority, at=run_after)
         result: TaskResult[P, R] = TaskResult(
             task=task,
             id=str(job_id),
