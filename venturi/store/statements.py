@@ -12,6 +12,7 @@ from typing import Any, Final, TypeVar
 import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
+from psycopg.types.json import JsonbLoader, JsonLoader
 from psycopg_pool import ConnectionPool
 
 from venturi.errors import ConfigurationError
@@ -86,5 +87,17 @@ def run_statement(
     """Run one statement. Pool connections autocommit, or (a borrowed pool's) commit when
     `ConnectionPool.connection` returns them, so each statement is its own transaction."""
     with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+
+def run_read(
+    conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
+) -> list[tuple[Any, ...]]:
+    """`run_statement` on a caller's connection, inside its transaction, with JSON read as
+    venturi reads it: the caller may load it otherwise (Django loads jsonb as text)."""
+    with mapped_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        cur.adapters.register_loader("json", JsonLoader)
+        cur.adapters.register_loader("jsonb", JsonbLoader)
         cur.execute(query, params)
         return cur.fetchall() if cur.description else []
