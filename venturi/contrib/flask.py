@@ -13,8 +13,9 @@ def create_app() -> Flask:
     return app
 ```
 
-Every job runs inside ``app.app_context()``. The queue is built on first use in each
-process, so an app created before gunicorn forks is safe. Configuration (``app.config``):
+Every job runs inside ``app.app_context()`` (an ``async def`` job's coroutine too). The
+queue is built on first use in each process, so an app created before gunicorn forks is
+safe. Configuration (``app.config``):
 ``VENTURI_DSN``, ``VENTURI_LISTEN_DSN`` (where workers LISTEN when ``VENTURI_DSN`` leads
 to a transaction-pooling proxy), ``VENTURI_PREFIX``, ``VENTURI_POOL_SIZE``, ``VENTURI_STRICT``,
 ``VENTURI_MAX_PAYLOAD_BYTES`` and, for the opt-in in-process worker, ``VENTURI_WORKER``
@@ -49,6 +50,7 @@ from venturi.contrib.settings import (
     to_names,
     to_positive_seconds,
 )
+from venturi.coroutines import finish
 from venturi.models import NewJob
 from venturi.registry import JobFunction, JobOptions
 from venturi.worker.runtime import Worker
@@ -165,7 +167,8 @@ def _in_context(app: Flask) -> Callable[[Handler], Handler]:
             if app is None:
                 raise RuntimeError("the Flask app of this queue no longer exists")
             with app.app_context():
-                return func(*args, **kwargs)
+                # An async handler's coroutine runs here, inside the app context.
+                return finish(func(*args, **kwargs))
 
         return run
 

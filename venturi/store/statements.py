@@ -89,11 +89,23 @@ def run_statement(
     """Run one statement. Pool connections autocommit, or (a borrowed pool's) commit when
     `ConnectionPool.connection` returns them, so each statement is its own transaction.
 
-    JSON columns come back decoded even on a connection that loads them as text (Django
-    registers such a loader on its own connections, where a caller's transaction runs)."""
+    JSON columns come back decoded even on a connection that loads them as text: Django's
+    own, which `venturi.contrib.django.testing` lends the store as its pool."""
     with conn.cursor(row_factory=tuple_row) as cur:
         if conn.adapters.get_loader(JSONB_OID, pq.Format.TEXT) is not JsonbLoader:
             cur.adapters.register_loader("jsonb", JsonbLoader)
             cur.adapters.register_loader("json", JsonLoader)
+        cur.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+
+def run_read(
+    conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
+) -> list[tuple[Any, ...]]:
+    """`run_statement` on a caller's connection, inside its transaction, with JSON read as
+    venturi reads it: the caller may load it otherwise (Django loads jsonb as text)."""
+    with mapped_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        cur.adapters.register_loader("json", JsonLoader)
+        cur.adapters.register_loader("jsonb", JsonbLoader)
         cur.execute(query, params)
         return cur.fetchall() if cur.description else []

@@ -8,6 +8,7 @@ from typing import Any
 
 from venturi.backoff import delay_for
 from venturi.context import JobContext, activate, deactivate
+from venturi.coroutines import finish
 from venturi.errors import InvalidJob, InvalidPayload
 from venturi.models import JobRecord
 from venturi.outcomes import Fail, Pause, Retry
@@ -39,8 +40,9 @@ def execute(definition: JobDefinition, ctx: JobContext) -> Settlement:
 def _run_handler(definition: JobDefinition, ctx: JobContext) -> Settlement:
     """Call the handler in this thread and map what happened to a settlement.
 
-    Never raises for what the handler does; `BaseException`s that are not `Exception`s
-    (KeyboardInterrupt, SystemExit) propagate after being logged.
+    An ``async def`` handler's coroutine runs to completion here, on an event loop of
+    its own (`venturi.coroutines`). Never raises for what the handler does;
+    `BaseException`s that are not `Exception`s (KeyboardInterrupt, SystemExit) propagate.
     """
     job = ctx.job
     try:
@@ -50,9 +52,9 @@ def _run_handler(definition: JobDefinition, ctx: JobContext) -> Settlement:
     token = activate(ctx)
     try:
         if definition.context:
-            result = definition.func(ctx, **job.payload)
+            result = finish(definition.func(ctx, **job.payload))
         else:
-            result = definition.func(**job.payload)
+            result = finish(definition.func(**job.payload))
     except Retry as exc:
         after = exc.after if exc.after is not None else _backoff(definition, job)
         return Settlement.retry(after, carry=exc.carry, note=_note(ctx, exc.note))

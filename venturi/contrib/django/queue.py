@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, ParamSpec, TypeVar, Unpack
 
 import psycopg
+from asgiref.sync import async_to_sync
 from django.db import close_old_connections, connections, transaction
 from ulid import ULID
 
@@ -36,7 +38,13 @@ def _build() -> Queue:
 
 
 def _fresh_connections(func: Handler) -> Handler:
-    """Run a job as Django runs a request: stale or broken connections closed around it."""
+    """Run a job as Django runs a request: stale or broken connections closed around it.
+
+    An ``async def`` job's coroutine runs as Django runs one from sync code (asgiref's
+    ``async_to_sync``, as ``Task.call`` does): on an event loop of its own, with its
+    ``sync_to_async`` calls (the async ORM's among them) back in this handler thread, on
+    the connections closed here.
+    """
 
     @functools.wraps(func)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -46,11 +54,18 @@ def _fresh_connections(func: Handler) -> Handler:
             return func(*args, **kwargs)
         close_old_connections()
         try:
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            if inspect.iscoroutine(result):
+                return async_to_sync(_awaited)(result)
+            return result
         finally:
             close_old_connections()
 
     return run
+
+
+async def _awaited(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    return await coroutine
 
 
 _lazy = LazyQueue(_build, registry, _fresh_connections)
