@@ -43,7 +43,7 @@ def test_migrate_applies_everything_once_then_is_a_no_op(
     assert make_store(prefix).migrate() == []
     store.check_schema()
     assert _tables(database_dsn, prefix) == sorted(
-        f"{prefix}{s}" for s in ("_jobs", "_journal", "_schema_history")
+        f"{prefix}{s}" for s in ("_jobs", "_journal", "_schedules", "_schema_history")
     )
     probe = Probe(database_dsn, prefix)
     try:
