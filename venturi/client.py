@@ -30,7 +30,7 @@ from venturi.models import (
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.registry import JobDefinition, JobFunction, JobOptions
-from venturi.retention import DEFAULT_RETENTION, Retention
+from venturi.retention import DEFAULT_RETENTION, RETENTION_SCHEDULE, Retention
 from venturi.schedule_registry import ScheduleRegistry
 from venturi.schedules import Schedule, ScheduleInfo
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
@@ -298,6 +298,11 @@ class Queue(ScheduleRegistry):
     def trigger(self, name: str) -> ULID:
         """Enqueue one run of schedule ``name`` now, outside its slot bookkeeping."""
         self._check_process()
+        if name == RETENTION_SCHEDULE:
+            raise ConfigurationError(
+                f"{name!r} prunes inside the workers and enqueues no job; run `venturi cleanup` "
+                "for a one-off prune"
+            )
         job_id = self.store.trigger_schedule(name)
         if job_id is None:
             raise ConfigurationError(f"no schedule named {name!r} in prefix {self.prefix!r}")

@@ -29,6 +29,7 @@ def schedule_for(
 ) -> Schedule:
     """A checked schedule of ``definition``'s kind; raises `ConfigurationError` (or
     `InvalidJob` for a payload that does not fit the handler) before anything is written."""
+    timing = timing_of(cron, every, tz)
     if payload is not None and not isinstance(payload, Mapping):
         raise InvalidJob(f"schedule payload must be a dict, got {type(payload).__name__}")
     fixed = dict(payload or {})
@@ -42,7 +43,7 @@ def schedule_for(
     return Schedule(
         definition.kind if name is None else name,
         definition.kind,
-        timing_of(cron, every, tz),
+        timing,
         payload=fixed,
         catch_up=catch_up,
         max_catch_up=max_catch_up,
