@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from itertools import islice
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -15,8 +16,10 @@ from venturi.schedules import MISSED_AFTER, Schedule, timing_of
 BERLIN = ZoneInfo("Europe/Berlin")
 
 
-def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def slots_between(timing: Cron | Every, start: datetime, end: datetime) -> list[datetime]:
@@ -113,8 +116,8 @@ def test_bad_timings_are_refused(
         timing_of(cron, every, tz)
 
 
-def _schedule(catch_up: str, max_catch_up: int = 100) -> Schedule:
-    return Schedule("s", "k", Every(60), catch_up=catch_up, max_catch_up=max_catch_up)  # type: ignore[arg-type]
+def _schedule(catch_up: Any, max_catch_up: int = 100) -> Schedule:
+    return Schedule("s", "k", Every(60), catch_up=catch_up, max_catch_up=max_catch_up)
 
 
 NOW = utc(2026, 1, 1, 12, 0, 5)
