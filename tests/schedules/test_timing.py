@@ -16,9 +16,9 @@ from venturi.schedules import MISSED_AFTER, Schedule, timing_of
 BERLIN = ZoneInfo("Europe/Berlin")
 
 
-def utc(
-    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
-) -> datetime:
+def utc(*parts: int) -> datetime:
+    """An aware UTC datetime from (year, month, day[, hour[, minute[, second]]])."""
+    year, month, day, hour, minute, second = (*parts, 0, 0, 0)[:6]
     return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
