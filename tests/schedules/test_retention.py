@@ -112,6 +112,8 @@ def test_one_pruner_at_a_time(queue: Queue, probe: Probe, database_dsn: str) -> 
         other.execute("SELECT pg_advisory_lock(%s)", (queue.store.prefix.prune_lock_key,))
         assert queue.store.prune(Retention(), threading.Event()) is None
         assert probe.count("jobs") == 10
+        # Let go in this session (a closed session's locks go a moment after it closes).
+        other.execute("SELECT pg_advisory_unlock(%s)", (queue.store.prefix.prune_lock_key,))
     assert queue.store.prune(Retention(), threading.Event()) == {
         "completed": 10,
         "cancelled": 0,
