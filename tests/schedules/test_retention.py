@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from datetime import timedelta
 
@@ -11,6 +12,9 @@ import pytest
 
 from tests.support import Probe, wait_until
 from venturi.client import Queue
+from venturi.contrib.django.conf import VenturiSettings
+from venturi.contrib.flask import FlaskSettings
+from venturi.contrib.settings import QueueSettings, SettingsError
 from venturi.errors import ConfigurationError
 from venturi.retention import DAY, Retention
 
@@ -165,3 +169,25 @@ def test_workers_prune_on_their_own_while_draining(
     assert pruned and sum(r.deleted["completed"] for r in pruned) == 5_000  # type: ignore[attr-defined]
     row = probe.rows("SELECT payload, active FROM {schedules} WHERE name = 'venturi.retention'")
     assert row == [({"completed": DAY, "cancelled": DAY, "dead": 7 * DAY, "batch": 200}, True)]
+
+
+SETTINGS = [
+    pytest.param(FlaskSettings, "VENTURI_RETENTION", id="flask"),
+    pytest.param(VenturiSettings, "VENTURI['RETENTION']", id="django"),
+]
+
+
+@pytest.mark.parametrize(("schema", "key"), SETTINGS)
+def test_framework_settings_carry_retention(schema: type[QueueSettings], key: str) -> None:
+    assert schema().queue_options()["retention"] == Retention()
+    given = schema(retention={"completed": "3d", "dead": None})
+    assert given.queue_options()["retention"].kept() == {
+        "completed": 3 * DAY,
+        "cancelled": DAY,
+        "dead": None,
+    }
+    assert schema(retention="completed=2h").queue_options()["retention"].completed == 7200
+    assert schema(retention=None).queue_options()["retention"].prunes is False
+    for bad in ({"completed": "soon"}, {"finished": "1d"}, 3):
+        with pytest.raises(SettingsError, match=re.escape(key)):
+            schema(retention=bad)

@@ -18,6 +18,7 @@ from venturi.client import DEFAULT_PREFIX
 from venturi.durations import to_seconds
 from venturi.errors import ConfigurationError, InvalidJob
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from venturi.retention import DEFAULT_RETENTION, Retention
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
@@ -80,6 +81,14 @@ def to_positive_seconds(value: Any) -> Any:
         return value
 
 
+def retention_value(settings: QueueSettings, field: attrs.Attribute[Any], value: Any) -> None:
+    """Refuse what `Retention.of` refuses, naming the key as it is spelled."""
+    try:
+        Retention.of(value)
+    except ConfigurationError as exc:
+        raise settings.error(f"{settings.key(field.name)}: {exc}") from None
+
+
 def positive_duration(settings: QueueSettings, field: attrs.Attribute[Any], value: Any) -> None:
     """Refuse what `to_positive_seconds` could not convert, with the duration rule broken."""
     if isinstance(value, float):
@@ -97,7 +106,10 @@ class QueueSettings:
 
     ``LISTEN_DSN``: where workers LISTEN when the queue's database is reached through a
     transaction-pooling proxy (the server itself); ``PREFIX``, ``POOL_SIZE``,
-    ``STRICT``, ``MAX_PAYLOAD_BYTES``: as for `venturi.Queue`.
+    ``STRICT``, ``MAX_PAYLOAD_BYTES``: as for `venturi.Queue`. ``RETENTION``: how long
+    workers keep finished jobs, as ``Queue(retention=...)`` takes it (a mapping such as
+    ``{"completed": "3d", "dead": None}``, text ``"completed=3d,dead=never"``, or None
+    to keep every job); default completed and cancelled 1 day, dead 7 days.
     """
 
     error: ClassVar[type[SettingsError]] = SettingsError
@@ -108,6 +120,7 @@ class QueueSettings:
     pool_size: int | None = attrs.field(default=None, validator=optional_positive_int)
     strict: bool = attrs.field(default=False, validator=flag)
     max_payload_bytes: int = attrs.field(default=DEFAULT_MAX_PAYLOAD_BYTES, validator=positive_int)
+    retention: Any = attrs.field(default=DEFAULT_RETENTION, validator=retention_value)
 
     @classmethod
     def key(cls, name: str) -> str:
@@ -134,4 +147,5 @@ class QueueSettings:
             "pool_size": self.pool_size,
             "strict": self.strict,
             "max_payload_bytes": self.max_payload_bytes,
+            "retention": Retention.of(self.retention),
         }
