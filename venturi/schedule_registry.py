@@ -19,13 +19,13 @@ R = TypeVar("R")
 def schedule_for(
     definition: JobDefinition,
     *,
-    cron: str | None,
-    every: Duration | str | None,
-    tz: str | None,
-    name: str | None,
-    payload: Mapping[str, Any] | None,
-    catch_up: CatchUp,
-    max_catch_up: int,
+    cron: str | None = None,
+    every: Duration | str | None = None,
+    tz: str | None = None,
+    name: str | None = None,
+    payload: Mapping[str, Any] | None = None,
+    catch_up: CatchUp = "latest",
+    max_catch_up: int = DEFAULT_MAX_CATCH_UP,
 ) -> Schedule:
     """A checked schedule of ``definition``'s kind; raises `ConfigurationError` (or
     `InvalidJob` for a payload that does not fit the handler) before anything is written."""
@@ -51,6 +51,15 @@ def schedule_for(
         priority=definition.priority,
         max_attempts=definition.max_attempts,
     )
+
+
+SCHEDULE_OPTIONS = frozenset(("cron", "every", "tz", "name", "payload", "catch_up", "max_catch_up"))
+
+
+def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``periodic``'s keywords as (the schedule's, the job's)."""
+    schedule = {k: v for k, v in options.items() if k in SCHEDULE_OPTIONS}
+    return schedule, {k: v for k, v in options.items() if k not in SCHEDULE_OPTIONS}
 
 
 class ScheduleRegistry:
