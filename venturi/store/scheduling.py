@@ -4,9 +4,10 @@ slots, triggering runs, and pruning finished jobs. `PostgresStore` inherits them
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from ulid import ULID
@@ -17,6 +18,10 @@ from venturi.store import sqlfiles
 from venturi.store.housekeeping import Housekeeping
 from venturi.store.ids import new_id
 from venturi.store.statements import run_statement
+
+# After each batch a prune rests this many times as long as the batch took, so it takes
+# at most a third of what it competes with workers for (`venturi bench --workload prune`).
+PRUNE_REST: Final = 2.0
 
 
 class Scheduling(Housekeeping):
@@ -85,8 +90,9 @@ class Scheduling(Housekeeping):
 
     def prune(self, retention: Retention, stopping: threading.Event) -> dict[str, int] | None:
         """Delete finished jobs past ``retention`` in batches of ``retention.batch``, each
-        its own short transaction, until none is left or ``stopping`` is set. Returns the
-        count per status, or None when another session is pruning this prefix."""
+        its own short transaction and followed by a rest (`PRUNE_REST`), until none is
+        left or ``stopping`` is set. Returns the count per status, or None when another
+        session is pruning this prefix."""
         key = {"key": self.prefix.prune_lock_key}
         with self.connection() as conn:
             if not run_statement(conn, sqlfiles.query("prune_lock", self.prefix), key)[0][0]:
@@ -114,11 +120,13 @@ class Scheduling(Housekeeping):
         params: dict[str, Any] = {"status": status, "keep": keep, "after": None, "batch": batch}
         total = 0
         while not stopping.is_set():
+            started = time.monotonic()
             deleted, params["after"] = run_statement(conn, query, params)[0]
             self._end_transaction(conn)
             total += int(deleted)
             if deleted < batch:
                 break
+            stopping.wait((time.monotonic() - started) * PRUNE_REST)
         return total
 
     @staticmethod
