@@ -14,8 +14,8 @@ import sys
 import psycopg
 import pytest
 
-from tests.faults.fleet import REPO_ROOT
 from tests.support import drop_prefix, fresh_prefix
+from tests.support.fleet import REPO_ROOT
 from venturi.store.migrations import known_migrations
 
 _MIGRATE = (
