@@ -54,6 +54,8 @@ class PruneBench:
         return {
             f"prune.alone.c{PRUNE_CONCURRENCY}": alone,
             f"prune.beside.c{PRUNE_CONCURRENCY}": beside,
+            # This round's two drains side by side: less exposed to drift between rounds.
+            "prune.ratio": beside / alone,
             "prune.deleted": settings.prune_rows / pruned["seconds"],
         }
 
