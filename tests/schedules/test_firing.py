@@ -9,11 +9,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from tests.schedules.support import fired_slots, slot_problems
 from tests.support import Probe, wait_until
 from venturi.client import Queue
 from venturi.errors import ConfigurationError
+from venturi.events import WorkerEvents
+from venturi.metrics import MetricsEvents
 from venturi.schedules import MISSED_AFTER, Schedule
 from venturi.worker.runtime import Worker
 from venturi.worker.scheduler import Scheduler
@@ -247,3 +250,29 @@ def test_trigger_enqueues_one_run_outside_the_bookkeeping(queue: Queue, probe: P
     with pytest.raises(ConfigurationError, match="enqueues no job"):
         queue.trigger("venturi.retention")
     assert probe.count("jobs") == 1
+
+
+class _Recorded(WorkerEvents):
+    def __init__(self) -> None:
+        self.fired: list[tuple[str, int]] = []
+
+    def schedule_fired(self, schedule: str, jobs: int) -> None:
+        self.fired.append((schedule, jobs))
+
+
+def test_firings_are_reported_to_worker_events_and_metrics(queue: Queue, probe: Probe) -> None:
+    @queue.periodic("hourly", cron="@hourly", catch_up="all")
+    def hourly() -> None: ...
+
+    events = _Recorded()
+    scheduler = Scheduler(queue.store, list(queue.schedules.values()), events=events)
+    scheduler.run_once()
+    _move_back(probe, "hourly", 2, HOUR)
+    scheduler.run_once()
+    assert events.fired == [("hourly", 3)]
+    registry = CollectorRegistry()
+    metrics = MetricsEvents(registry)
+    metrics.schedule_fired("hourly", 3)
+    metrics.jobs_pruned("completed", 7)
+    assert registry.get_sample_value("venturi_schedule_jobs_total", {"schedule": "hourly"}) == 3
+    assert registry.get_sample_value("venturi_jobs_pruned_total", {"status": "completed"}) == 7

@@ -16,7 +16,9 @@ from venturi.contrib.django.conf import VenturiSettings
 from venturi.contrib.flask import FlaskSettings
 from venturi.contrib.settings import QueueSettings, SettingsError
 from venturi.errors import ConfigurationError
+from venturi.events import WorkerEvents
 from venturi.retention import DAY, Retention
+from venturi.worker.scheduler import Pruner
 
 
 def stage_finished(
@@ -191,3 +193,25 @@ def test_framework_settings_carry_retention(schema: type[QueueSettings], key: st
     for bad in ({"completed": "soon"}, {"finished": "1d"}, 3):
         with pytest.raises(SettingsError, match=re.escape(key)):
             schema(retention=bad)
+
+
+class _Pruned(WorkerEvents):
+    def __init__(self) -> None:
+        self.pruned: dict[str, int] = {}
+
+    def jobs_pruned(self, status: str, count: int) -> None:
+        self.pruned[status] = self.pruned.get(status, 0) + count
+
+
+def test_the_pruner_runs_only_when_a_slot_asked_and_reports_what_it_deleted(
+    queue: Queue, probe: Probe
+) -> None:
+    stage_finished(probe, "cancelled", 12, timedelta(days=2))
+    events = _Pruned()
+    pruner = Pruner(queue.store, Retention(), threading.Event(), events)
+    assert pruner.run_once() is None  # no slot asked: nothing happens
+    assert probe.count("jobs") == 12
+    pruner.request()
+    assert pruner.run_once() == {"completed": 0, "cancelled": 12, "dead": 0}
+    assert events.pruned == {"completed": 0, "cancelled": 12, "dead": 0}
+    assert pruner.run_once() is None

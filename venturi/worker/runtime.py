@@ -225,7 +225,12 @@ class Worker:
             ),
         ]
         periodics += scheduling_loops(
-            self.store, self._side_store, self.schedules, self.retention, self._stopping
+            self.store,
+            self._side_store,
+            self.schedules,
+            self.retention,
+            stopping=self._stopping,
+            events=self.events,
         )
         self._periodics = [(p, spawn(p.name, p.run)) for p in periodics]
         spawn("venturi-deadlines", self._deadlines.run)

@@ -10,6 +10,7 @@ from typing import Final
 
 import attrs
 
+from venturi.events import WorkerEvents
 from venturi.retention import Retention
 from venturi.schedules import Schedule
 from venturi.store.protocol import Store
@@ -40,6 +41,7 @@ class Scheduler:
     schedules: Sequence[Schedule]
     # Called when this worker fired a built-in schedule (the retention's).
     run_builtin: Callable[[Schedule], None] = attrs.field(default=lambda _: None)
+    events: WorkerEvents = attrs.field(factory=WorkerEvents)
     _synced: bool = attrs.field(default=False, init=False)
 
     def run_once(self) -> float:
@@ -72,6 +74,7 @@ class Scheduler:
         return max(0.0, wait)
 
     def _fired(self, schedule: Schedule, slots: Sequence[object], jobs: int) -> None:
+        self.events.schedule_fired(schedule.name, jobs)
         if schedule.builtin:
             self.run_builtin(schedule)
             return
@@ -99,6 +102,7 @@ class Pruner:
     store: Store
     retention: Retention
     stopping: threading.Event
+    events: WorkerEvents = attrs.field(factory=WorkerEvents)
     _requested: threading.Event = attrs.field(factory=threading.Event, init=False)
 
     def request(self, _schedule: Schedule | None = None) -> None:
@@ -109,6 +113,8 @@ class Pruner:
             return None
         self._requested.clear()
         deleted = self.store.prune(self.retention, self.stopping)
+        for status, count in (deleted or {}).items():
+            self.events.jobs_pruned(status, count)
         if deleted is None:
             logger.info("retention: another session is pruning; skipped")
         elif any(deleted.values()):
@@ -126,7 +132,9 @@ def scheduling_loops(
     side_store: Store,
     schedules: Sequence[Schedule],
     retention: Retention | None,
+    *,
     stopping: threading.Event,
+    events: WorkerEvents,
 ) -> list[Periodic]:
     """The scheduler's loop (on ``side_store``, beside the heartbeat) and, when the
     retention deletes anything, the pruner's (on ``store``: a prune holds a connection)."""
@@ -134,10 +142,10 @@ def scheduling_loops(
     wanted = list(schedules)
     pruner = None
     if retention is not None and retention.prunes:
-        pruner = Pruner(store, retention, stopping)
+        pruner = Pruner(store, retention, stopping, events)
         wanted.append(retention.schedule())
         loops.append(Periodic("venturi-pruner", pruner.run_once, PRUNER_POLL, logger))
-    scheduler = Scheduler(side_store, wanted, pruner.request if pruner else lambda _: None)
+    scheduler = Scheduler(side_store, wanted, pruner.request if pruner else lambda _: None, events)
     loops.insert(
         0, Periodic("venturi-scheduler", scheduler.run_once, LONGEST_WAIT, logger, paced=True)
     )
