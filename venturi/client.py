@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar, Unpack
@@ -13,7 +12,6 @@ import psycopg
 from psycopg_pool import ConnectionPool
 from ulid import ULID
 
-from venturi.context import JobContext
 from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError, ForkedError, UnknownKind
 from venturi.events import WorkerEvents
@@ -32,21 +30,21 @@ from venturi.models import (
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.registry import JobDefinition, JobFunction, JobOptions
-from venturi.settlements import Claim, Settlement
+from venturi.retention import DEFAULT_RETENTION, RETENTION_SCHEDULE, Retention
+from venturi.schedule_registry import ScheduleRegistry
+from venturi.schedules import Schedule, ScheduleInfo
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.protocol import Store
-from venturi.worker.execution import execute
-from venturi.worker.options import default_name
+from venturi.worker.draining import drain
 from venturi.worker.runtime import Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_PREFIX = "venturi"
-DRAIN_RECHECK = 0.05
 
 
-class Queue:
+class Queue(ScheduleRegistry):
     """One queue: a table-name prefix in one PostgreSQL database, and its registered jobs.
 
     Thread-safe; share one per process. Create it after `os.fork()` (a queue used in a
@@ -57,6 +55,8 @@ class Queue:
     connection goes instead of ``dsn``: the server itself when ``dsn`` leads to a
     transaction-pooling proxy. ``prepared_statements`` (off by default) lets psycopg
     prepare frequent statements on the server; never turn it on behind such a proxy.
+    ``retention`` (a `Retention`, a mapping of its fields, or None to keep every job) is
+    how long workers keep finished jobs: by default completed and cancelled 1 day, dead 7.
     """
 
     def __init__(
@@ -71,7 +71,9 @@ class Queue:
         listen_dsn: str | None = None,
         prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
         store: Store | None = None,
+        retention: Retention | Mapping[str, Any] | None = DEFAULT_RETENTION,
     ) -> None:
+        self.retention = Retention.of(retention)
         if store is None:
             resolved = dsn if dsn is not None else os.environ.get("VENTURI_DSN", "")
             store = PostgresStore.from_dsn(
@@ -86,6 +88,7 @@ class Queue:
         self.store: Store = store
         self.strict = strict
         self.definitions: dict[str, JobDefinition] = {}
+        self.schedules: dict[str, Schedule] = {}
         self._pid = os.getpid()
         self._lock = threading.Lock()
 
@@ -98,6 +101,7 @@ class Queue:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         strict: bool = False,
         listen_dsn: str | None = None,
+        retention: Retention | Mapping[str, Any] | None = DEFAULT_RETENTION,
     ) -> Queue:
         """Share an application's pool; venturi never closes it.
 
@@ -111,7 +115,7 @@ class Queue:
             max_payload_bytes=max_payload_bytes,
             listen_dsn=_listen_dsn(listen_dsn),
         )
-        return cls(store=store, strict=strict)
+        return cls(store=store, strict=strict, retention=retention)
 
     @property
     def prefix(self) -> str:
@@ -286,6 +290,24 @@ class Queue:
         self._check_process()
         return self.store.requeue(job_id)
 
+    def schedule_rows(self) -> list[ScheduleInfo]:
+        """Every schedule row of this prefix (inactive ones too), as `venturi schedules`."""
+        self._check_process()
+        return self.store.schedules()
+
+    def trigger(self, name: str) -> ULID:
+        """Enqueue one run of schedule ``name`` now, outside its slot bookkeeping."""
+        self._check_process()
+        if name == RETENTION_SCHEDULE:
+            raise ConfigurationError(
+                f"{name!r} prunes inside the workers and enqueues no job; run `venturi cleanup` "
+                "for a one-off prune"
+            )
+        job_id = self.store.trigger_schedule(name)
+        if job_id is None:
+            raise ConfigurationError(f"no schedule named {name!r} in prefix {self.prefix!r}")
+        return job_id
+
     def requeue_dead(self, kind: str | None = None) -> int:
         """Put every dead job (of ``kind``) back in line; returns how many went back.
 
@@ -325,6 +347,8 @@ class Queue:
             poll_interval=to_seconds(poll_interval, "poll_interval", allow_zero=False),
             events=events,
             owner_pid=self._pid,
+            schedules=list(self.schedules.values()),
+            retention=options.pop("retention", self.retention),
             **options,
         )
         if metrics_port is not None:
@@ -346,42 +370,7 @@ class Queue:
         ``ctx.extend_lease()`` only: there is no heartbeat. For tests and scripts.
         """
         self._check_process()
-        wanted = list(kinds) if kinds is not None else list(self.definitions)
-        unknown = [k for k in wanted if k not in self.definitions]
-        if unknown:
-            raise ConfigurationError(f"no handler registered for kinds: {', '.join(unknown)}")
-        leases = {k: self.definitions[k].lease for k in wanted}
-        deadline = time.monotonic() + to_seconds(wait_for, "wait_for")
-        name = f"drain:{default_name()}"
-        pause = threading.Event()
-        runs = 0
-        while leases:
-            jobs = self.store.claim(name, leases, 1)
-            if jobs:
-                self._run_claimed(jobs[0], leases[jobs[0].kind])
-                runs += 1
-                continue
-            left = deadline - time.monotonic()
-            until = self.store.seconds_until_visible(list(leases))
-            if until is None or until > left or left <= 0:
-                return runs
-            # A due job we could not claim is locked by someone else: look again shortly.
-            pause.wait(max(until, DRAIN_RECHECK))
-        return runs
-
-    def _run_claimed(self, job: JobRecord, lease: float) -> None:
-        claim = Claim.of(job)
-
-        def extend() -> bool:
-            return self.store.extend_lease([(claim, lease)]).kept(job.id)
-
-        try:
-            settlement = execute(self.definitions[job.kind], JobContext(job, extend=extend))
-        except BaseException:
-            # KeyboardInterrupt or SystemExit from the handler: hand the job back untouched.
-            self.store.settle(claim, Settlement.release("drain interrupted"))
-            raise
-        self.store.settle(claim, settlement)
+        return drain(self.store, self.definitions, kinds, to_seconds(wait_for, "wait_for"))
 
     def close(self) -> None:
         """Close the connection pool if this queue opened it."""

@@ -33,6 +33,8 @@ _SUFFIXES: Final = {
     "dedup_idx": "_jobs_dedup_idx",
     "journal_job_idx": "_journal_job_idx",
     "journal_id_seq": "_journal_id_seq",
+    "schedules": "_schedules",
+    "schedules_pkey": "_schedules_pkey",
 }
 LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX
@@ -84,6 +86,12 @@ class Prefix:
     def lock_key(self) -> int:
         """A stable signed 64-bit advisory-lock key derived from the prefix's content."""
         digest = hashlib.blake2b(b"venturi-migrate:" + self.name.encode(), digest_size=8)
+        return int.from_bytes(digest.digest(), "big", signed=True)
+
+    @property
+    def prune_lock_key(self) -> int:
+        """The advisory-lock key that lets one session at a time prune the prefix's jobs."""
+        digest = hashlib.blake2b(b"venturi-prune:" + self.name.encode(), digest_size=8)
         return int.from_bytes(digest.digest(), "big", signed=True)
 
     def placeholders(self) -> dict[str, sql.Composable]:

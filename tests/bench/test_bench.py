@@ -27,6 +27,10 @@ EXPECTED_SERIES = {
     "drain.c4",
     "drain.c16",
     "backlog.c16",
+    "prune.alone.c16",
+    "prune.beside.c16",
+    "prune.deleted",
+    "prune.ratio",
     "latency.p50",
     "latency.p95",
     "latency.p99",
@@ -78,7 +82,9 @@ def test_quick_run_measures_every_series_each_round(quick_report: dict[str, Any]
         assert len(stats["samples"]) == quick_report["settings"]["rounds"] == 2, key
         assert stats["min"] <= stats["median"] <= stats["max"], key
         assert stats["min"] >= 0, key
-        assert stats["unit"] == ("ms" if "latency" in key else "MB" if "rss" in key else "jobs/s")
+        units = {"latency": "ms", "rss": "MB", "ratio": "x"}
+        wanted = next((unit for part, unit in units.items() if part in key), "jobs/s")
+        assert stats["unit"] == wanted, key
     assert all(series[key]["min"] > 0 for key in series if not key.startswith("latency."))
 
 

@@ -59,6 +59,7 @@ def test_demo_keep_leaves_tables_to_explore(invoke: Invoke, database_dsn: str) -
         assert _tables(database_dsn, prefix) == [
             f"{prefix}_jobs",
             f"{prefix}_journal",
+            f"{prefix}_schedules",
             f"{prefix}_schema_history",
         ]
         assert f"venturi --prefix {prefix} stats" in result.stdout

@@ -54,9 +54,16 @@ def test_processes_migrating_two_prefixes_at_once(database_dsn: str) -> None:
                 assert applied == [[]] * (PER_PREFIX - 1) + [everything], applied
                 rows = conn.execute(
                     "SELECT count(*) FROM pg_class WHERE relname = ANY(%s)",
-                    ([f"{prefix}_jobs", f"{prefix}_journal", f"{prefix}_schema_history"],),
+                    (
+                        [
+                            f"{prefix}_jobs",
+                            f"{prefix}_journal",
+                            f"{prefix}_schedules",
+                            f"{prefix}_schema_history",
+                        ],
+                    ),
                 ).fetchone()
-                assert rows == (3,)
+                assert rows == (4,)
         print(
             f"\nmigration race: {PER_PREFIX} processes on each of 2 prefixes at once: one "
             f"applied {len(everything)} migration(s) per prefix, the others were no-ops"

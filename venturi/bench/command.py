@@ -22,12 +22,13 @@ import click
 
 from venturi.bench import report as bench_report
 from venturi.bench.ceilings import CEILING_BATCH, Ceilings
+from venturi.bench.pruning import PruneBench
 from venturi.bench.report import PREPARED_SUFFIX
 from venturi.bench.support import BenchFailure, BenchSettings
 from venturi.bench.worker import drive
 from venturi.bench.workloads import VenturiBench
 
-WORKLOADS = ("enqueue", "enqueue-many", "drain", "latency", "backlog", "rss")
+WORKLOADS = ("enqueue", "enqueue-many", "drain", "latency", "backlog", "prune", "rss")
 DRAIN_CONCURRENCIES = (1, 4, 16)
 Step = Callable[[], dict[str, float]]
 
@@ -75,6 +76,8 @@ def _groups(
         if "drain" not in workloads:
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
+    if "prune" in workloads:
+        groups.append([PruneBench(main).round])
     if "rss" in workloads:
         groups.append([functools.partial(_only, "rss.", drive, main, 1, 16, s.rss_jobs)])
     for count in processes:
@@ -162,6 +165,11 @@ def _processes(value: str | None) -> list[int]:
 @click.option("--jobs", type=click.IntRange(1), help="Jobs per drain round (default 5000).")
 @click.option("--backlog", type=click.IntRange(0), help="Backlog rows (default 1,000,000).")
 @click.option(
+    "--prune-rows",
+    type=click.IntRange(1),
+    help="Finished rows the prune workload deletes beside a draining worker (default 1,000,000).",
+)
+@click.option(
     "--workload",
     "workloads",
     multiple=True,
@@ -184,6 +192,7 @@ def bench_command(
     rounds: int | None,
     jobs: int | None,
     backlog: int | None,
+    prune_rows: int | None,
     workloads: tuple[str, ...],
     processes: str | None,
     fillfactor: int | None,
@@ -194,8 +203,9 @@ def bench_command(
 
     Workloads: enqueue (one transaction each), enqueue-many, drain at concurrency 1, 4
     and 16, latency (enqueue commit to handler start on an idle worker), drain beside a
-    backlog of pending rows, and a concurrency-16 worker process's peak RSS. Every job is
-    checked to have run exactly once. Uses fresh table prefixes and drops them after.
+    backlog of pending rows, drain c16 beside the retention's prune of finished rows, and
+    a concurrency-16 worker process's peak RSS. Every job is checked to have run exactly
+    once. Uses fresh table prefixes and drops them after.
     """
     overrides: dict[str, Any] = {
         key: value
@@ -203,6 +213,7 @@ def bench_command(
             "rounds": rounds,
             "jobs": jobs,
             "backlog": backlog,
+            "prune_rows": prune_rows,
             "fillfactor": fillfactor,
             "compare_prepared": compare_prepared or None,
         }.items()

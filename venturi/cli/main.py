@@ -11,6 +11,7 @@ from venturi.cli.admin import admin_commands
 from venturi.cli.demo_command import demo_command
 from venturi.cli.jobs import job_commands
 from venturi.cli.ops import operation_commands
+from venturi.cli.schedules import schedule_commands
 from venturi.cli.support import CliState, QueueFactory, VenturiGroup
 from venturi.client import DEFAULT_PREFIX
 
@@ -102,6 +103,7 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
         *operation_commands(embedded),
         *job_commands(),
         *admin_commands(),
+        *schedule_commands(),
         demo_command(),
     ]:
         group.add_command(command)

@@ -7,7 +7,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import click
 import psycopg
@@ -15,9 +15,10 @@ import psycopg
 from venturi import __version__
 from venturi.cli.support import DURATION, CliState, import_queue, pass_state
 from venturi.client import Queue
-from venturi.errors import VenturiError, first_line
+from venturi.errors import ConfigurationError, VenturiError, first_line
 from venturi.jsonlog import JsonFormatter
 from venturi.prefix import Prefix
+from venturi.retention import Retention
 from venturi.store import migrations
 
 
@@ -67,6 +68,20 @@ def _configure_logging(level: str, log_format: str = "text") -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
+def _retention_option(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> Retention | Literal[False] | None:
+    """--retention as a `Retention` (None for 'none'; False when not given: the queue's)."""
+    if value is None:
+        return False
+    if value.strip().lower() == "none":
+        return None
+    try:
+        return Retention.of(value)
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
 def worker_command(embedded: bool) -> click.Command:
     """`worker`; with ``embedded`` (an application supplies the queue) it has no --app."""
 
@@ -89,6 +104,13 @@ def worker_command(embedded: bool) -> click.Command:
         help="Longest idle sleep when no NOTIFY arrives.",
     )
     @click.option("--name", help="Worker name recorded in claimed_by (default host:pid:random).")
+    @click.option(
+        "--retention",
+        metavar="STATUS=AGE,...",
+        callback=_retention_option,
+        help="How long finished jobs are kept, e.g. completed=3d,dead=never (default: the "
+        "queue's; completed and cancelled 1d, dead 7d). 'none' keeps every job.",
+    )
     @click.option("--metrics-port", type=click.IntRange(0, 65535), help="Serve Prometheus metrics.")
     @click.option("--metrics-addr", default="0.0.0.0", show_default=True)
     @click.option(
@@ -142,6 +164,7 @@ def _run_worker(
     priority_floor: int | None,
     poll_interval: float,
     name: str | None,
+    retention: Retention | Literal[False] | None,
     metrics_port: int | None,
     metrics_addr: str,
     stop_timeout: float,
@@ -153,6 +176,8 @@ def _run_worker(
     options: dict[str, Any] = {}
     if metrics_port is not None:
         options.update(metrics_port=metrics_port, metrics_addr=metrics_addr)
+    if retention is not False:
+        options["retention"] = retention
     worker = queue.worker(
         chosen,
         concurrency=concurrency,

@@ -53,6 +53,7 @@ from venturi.contrib.settings import (
 from venturi.coroutines import finish
 from venturi.models import NewJob
 from venturi.registry import JobFunction, JobOptions
+from venturi.schedule_registry import split_options
 from venturi.worker.runtime import Worker
 
 from .lazy import Handler, LazyQueue, Registry
@@ -255,6 +256,15 @@ class Venturi:
         May be used before `init_app` (module-level decorators in an app factory setup).
         """
         return self.registry.job(self, kind, **options)
+
+    def periodic(self, kind: str, **options: Any) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
+        """Register a handler and its schedule like `Queue.periodic`, for every app."""
+        schedule, job_options = split_options(options)
+        return self.registry.periodic(self, kind, schedule, **job_options)
+
+    def schedule(self, kind: str, **options: Any) -> None:
+        """Add a schedule for a registered kind like `Queue.schedule`, for every app."""
+        self.registry.schedule(kind, **options)
 
     def enqueue(
         self,

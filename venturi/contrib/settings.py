@@ -18,6 +18,7 @@ from venturi.client import DEFAULT_PREFIX
 from venturi.durations import to_seconds
 from venturi.errors import ConfigurationError, InvalidJob
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from venturi.retention import DEFAULT_RETENTION, Retention
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 TESTING_MODES = ("inline", "manual")
@@ -84,6 +85,14 @@ def to_positive_seconds(value: Any) -> Any:
         return value
 
 
+def retention_value(settings: QueueSettings, field: attrs.Attribute[Any], value: Any) -> None:
+    """Refuse what `Retention.of` refuses, naming the key as it is spelled."""
+    try:
+        Retention.of(value)
+    except ConfigurationError as exc:
+        raise settings.error(f"{settings.key(field.name)}: {exc}") from None
+
+
 def positive_duration(settings: QueueSettings, field: attrs.Attribute[Any], value: Any) -> None:
     """Refuse what `to_positive_seconds` could not convert, with the duration rule broken."""
     if isinstance(value, float):
@@ -101,9 +110,13 @@ class QueueSettings:
 
     ``LISTEN_DSN``: where workers LISTEN when the queue's database is reached through a
     transaction-pooling proxy (the server itself); ``PREFIX``, ``POOL_SIZE``,
-    ``STRICT``, ``MAX_PAYLOAD_BYTES``: as for `venturi.Queue`; ``TESTING``: for test
-    settings, ``"inline"`` (each job runs as it is enqueued) or ``"manual"`` (jobs wait
-    for ``drain``), see `venturi.testing`; the queue's tables are then created on first use.
+    ``STRICT``, ``MAX_PAYLOAD_BYTES``: as for `venturi.Queue`. ``RETENTION``: how long
+    workers keep finished jobs, as ``Queue(retention=...)`` takes it (a mapping such as
+    ``{"completed": "3d", "dead": None}``, text ``"completed=3d,dead=never"``, or None
+    to keep every job); default completed and cancelled 1 day, dead 7 days.
+    ``TESTING``: for test settings, ``"inline"`` (each job runs as it is enqueued) or
+    ``"manual"`` (jobs wait for ``drain``), see `venturi.testing`; the queue's tables are
+    then created on first use.
     """
 
     error: ClassVar[type[SettingsError]] = SettingsError
@@ -115,6 +128,7 @@ class QueueSettings:
     strict: bool = attrs.field(default=False, validator=flag)
     max_payload_bytes: int = attrs.field(default=DEFAULT_MAX_PAYLOAD_BYTES, validator=positive_int)
     testing: str | None = attrs.field(default=None, validator=testing_mode)
+    retention: Any = attrs.field(default=DEFAULT_RETENTION, validator=retention_value)
 
     @classmethod
     def key(cls, name: str) -> str:
@@ -141,4 +155,5 @@ class QueueSettings:
             "pool_size": self.pool_size,
             "strict": self.strict,
             "max_payload_bytes": self.max_payload_bytes,
+            "retention": Retention.of(self.retention),
         }

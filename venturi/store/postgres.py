@@ -26,9 +26,9 @@ from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
 from venturi.store import migrations, retrying
 from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
-from venturi.store.housekeeping import Housekeeping
 from venturi.store.ids import new_id
 from venturi.store.owned_pools import open_owned
+from venturi.store.scheduling import Scheduling
 from venturi.store.statements import (
     BUSY,
     Busy,
@@ -61,7 +61,7 @@ _SETTLE_FILES: Final = {
 
 # A dict-backed class (no slots), so a test may replace one operation of one instance.
 @attrs.define(eq=False, slots=False)
-class PostgresStore(Housekeeping):
+class PostgresStore(Scheduling):
     """The store over a `psycopg_pool.ConnectionPool`, under one table-name prefix.
 
     Built with `from_dsn` (it opens and later closes its own pool) or `from_pool` (it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 from venturi.backoff import delay_for
@@ -13,6 +14,7 @@ from venturi.errors import InvalidJob, InvalidPayload
 from venturi.models import JobRecord
 from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import JobDefinition
+from venturi.schedules import SLOT_PARAMETER, with_slot_time
 from venturi.settlements import Settlement
 
 logger = logging.getLogger("venturi.worker")
@@ -49,12 +51,15 @@ def _run_handler(definition: JobDefinition, ctx: JobContext) -> Settlement:
         definition.check_payload(job.payload)
     except InvalidJob as exc:
         return Settlement.dead(note=str(exc))
+    arguments: Mapping[str, Any] = job.payload
+    if SLOT_PARAMETER in definition.signature.parameters:
+        arguments = with_slot_time(arguments)  # a schedule's slot, sent as ISO text
     token = activate(ctx)
     try:
         if definition.context:
-            result = finish(definition.func(ctx, **job.payload))
+            result = finish(definition.func(ctx, **arguments))
         else:
-            result = finish(definition.func(**job.payload))
+            result = finish(definition.func(**arguments))
     except Retry as exc:
         after = exc.after if exc.after is not None else _backoff(definition, job)
         return Settlement.retry(after, carry=exc.carry, note=_note(ctx, exc.note))

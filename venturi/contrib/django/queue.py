@@ -15,6 +15,7 @@ from ulid import ULID
 from venturi.client import Queue
 from venturi.contrib.lazy import Handler, LazyQueue, Registry
 from venturi.registry import JobFunction, JobOptions
+from venturi.schedule_registry import split_options
 
 from .conf import VenturiSettings, connection_string
 
@@ -129,6 +130,17 @@ def job(
     wrapped in ``close_old_connections()`` as Django wraps a request.
     """
     return registry.job(_target, kind, **options)
+
+
+def periodic(kind: str, **options: Any) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
+    """Register a handler and its schedule like `Queue.periodic` (usable at import)."""
+    schedule, job_options = split_options(options)
+    return registry.periodic(_target, kind, schedule, **job_options)
+
+
+def schedule(kind: str, **options: Any) -> None:
+    """Add a schedule for a kind registered with `job`, like `Queue.schedule`."""
+    registry.schedule(kind, **options)
 
 
 def enqueue(kind: str, payload: Mapping[str, Any] | None = None, **options: Any) -> ULID:

@@ -1,0 +1,68 @@
+"""Running due jobs inline in the calling thread (`Queue.drain`), for tests and scripts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from venturi.context import JobContext
+from venturi.errors import ConfigurationError
+from venturi.models import JobRecord
+from venturi.registry import JobDefinition
+from venturi.settlements import Claim, Settlement
+from venturi.store.protocol import Store
+from venturi.worker.execution import execute
+from venturi.worker.options import default_name
+
+# How soon to look again when a due job is locked by someone else.
+DRAIN_RECHECK: Final = 0.05
+
+
+def drain(
+    store: Store,
+    definitions: Mapping[str, JobDefinition],
+    kinds: Sequence[str] | None,
+    wait_for: float,
+) -> int:
+    """Run every due job of ``kinds`` (default: all registered) until none is left, and
+    until ``wait_for`` seconds from now those that come due by then; returns runs."""
+    wanted = list(kinds) if kinds is not None else list(definitions)
+    unknown = [k for k in wanted if k not in definitions]
+    if unknown:
+        raise ConfigurationError(f"no handler registered for kinds: {', '.join(unknown)}")
+    leases = {k: definitions[k].lease for k in wanted}
+    deadline = time.monotonic() + wait_for
+    name = f"drain:{default_name()}"
+    pause = threading.Event()
+    runs = 0
+    while leases:
+        jobs = store.claim(name, leases, 1)
+        if jobs:
+            run_claimed(store, definitions[jobs[0].kind], jobs[0], leases[jobs[0].kind])
+            runs += 1
+            continue
+        left = deadline - time.monotonic()
+        until = store.seconds_until_visible(list(leases))
+        if until is None or until > left or left <= 0:
+            return runs
+        # A due job we could not claim is locked by someone else: look again shortly.
+        pause.wait(max(until, DRAIN_RECHECK))
+    return runs
+
+
+def run_claimed(store: Store, definition: JobDefinition, job: JobRecord, lease: float) -> None:
+    """Run one claimed job in this thread and settle it."""
+    claim = Claim.of(job)
+
+    def extend() -> bool:
+        return store.extend_lease([(claim, lease)]).kept(job.id)
+
+    try:
+        settlement = execute(definition, JobContext(job, extend=extend))
+    except BaseException:
+        # KeyboardInterrupt or SystemExit from the handler: hand the job back untouched.
+        store.settle(claim, Settlement.release("drain interrupted"))
+        raise
+    store.settle(claim, settlement)
