@@ -2,17 +2,20 @@
 -- sends one notification per distinct kind, not one per row. The arrays travel in
 -- binary (the "b" placeholder format), which spares the client quoting and escaping every element.
 -- Parameters: ids, kinds, payloads (JSON text), priorities, delays (s), ats, max_attempts,
--- concurrency_keys.
+-- concurrency_keys, trace_contexts (JSON text or null).
 -- Returns: the number of distinct kinds notified.
 WITH inserted AS (
-    INSERT INTO {jobs} (id, kind, payload, priority, visible_at, max_attempts, concurrency_key)
+    INSERT INTO {jobs} (id, kind, payload, priority, visible_at, max_attempts, concurrency_key,
+                        trace_context)
     SELECT j.id, j.kind, j.payload, j.priority,
            coalesce(j.at, now() + make_interval(secs => coalesce(j.delay, 0))),
-           j.max_attempts, j.concurrency_key
+           j.max_attempts, j.concurrency_key, j.trace_context
     FROM unnest(%(ids)b::uuid[], %(kinds)b::text[], %(payloads)b::jsonb[],
                 %(priorities)b::smallint[], %(delays)b::float8[], %(ats)b::timestamptz[],
-                %(max_attempts)b::integer[], %(concurrency_keys)b::text[])
-         AS j (id, kind, payload, priority, delay, at, max_attempts, concurrency_key)
+                %(max_attempts)b::integer[], %(concurrency_keys)b::text[],
+                %(trace_contexts)b::jsonb[])
+         AS j (id, kind, payload, priority, delay, at, max_attempts, concurrency_key,
+               trace_context)
     RETURNING kind
 )
 SELECT count(*)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from pytest_postgresql import factories
@@ -16,6 +17,7 @@ from tests.support import (
     fresh_prefix,
     server_answers,
 )
+from tests.support.fleet import Fleet
 from venturi.prefix import Prefix
 from venturi.store.embedded import embedded_server
 from venturi.store.postgres import PostgresStore
@@ -71,3 +73,19 @@ def store(database_dsn: str, prefix: str) -> Iterator[PostgresStore]:
     instance.migrate()
     yield instance
     instance.close()
+
+
+@pytest.fixture
+def make_fleet(tmp_path: Path) -> Iterator[Callable[..., Fleet]]:
+    """Build fleets of worker processes (`tests.support.worker_process`); every process
+    is stopped at teardown."""
+    fleets: list[Fleet] = []
+
+    def make(dsn: str, prefix: str, **defaults: object) -> Fleet:
+        fleet = Fleet(dsn, prefix, tmp_path, **defaults)
+        fleets.append(fleet)
+        return fleet
+
+    yield make
+    for fleet in fleets:
+        fleet.close()

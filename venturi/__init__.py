@@ -32,6 +32,8 @@ from venturi.models import (
 )
 from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import JobFunction
+from venturi.retention import Retention
+from venturi.schedules import Schedule, ScheduleInfo
 from venturi.worker.runtime import Worker
 
 logging.getLogger("venturi").addHandler(logging.NullHandler())
@@ -57,7 +59,10 @@ __all__ = [
     "Outcome",
     "Pause",
     "Queue",
+    "Retention",
     "Retry",
+    "Schedule",
+    "ScheduleInfo",
     "SchemaError",
     "StatsSnapshot",
     "StoreError",

@@ -15,7 +15,7 @@ from ulid import ULID
 from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError, ForkedError, UnknownKind
 from venturi.events import WorkerEvents
-from venturi.limits import KindState, checked_kinds
+from venturi.kind_control import KindControl
 from venturi.models import (
     CleanupCriteria,
     HistoryCursor,
@@ -31,9 +31,12 @@ from venturi.models import (
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.registry import JobDefinition, JobFunction, JobOptions
+from venturi.retention import DEFAULT_RETENTION, RETENTION_SCHEDULE, Retention
+from venturi.schedule_registry import ScheduleRegistry
+from venturi.schedules import Schedule, ScheduleInfo
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.protocol import Store
-from venturi.worker.inline import drain
+from venturi.worker.draining import drain
 from venturi.worker.runtime import Worker
 
 P = ParamSpec("P")
@@ -42,7 +45,7 @@ R = TypeVar("R")
 DEFAULT_PREFIX = "venturi"
 
 
-class Queue:
+class Queue(ScheduleRegistry, KindControl):
     """One queue: a table-name prefix in one PostgreSQL database, and its registered jobs.
 
     Thread-safe; share one per process. Create it after `os.fork()` (a queue used in a
@@ -53,6 +56,8 @@ class Queue:
     connection goes instead of ``dsn``: the server itself when ``dsn`` leads to a
     transaction-pooling proxy. ``prepared_statements`` (off by default) lets psycopg
     prepare frequent statements on the server; never turn it on behind such a proxy.
+    ``retention`` (a `Retention`, a mapping of its fields, or None to keep every job) is
+    how long workers keep finished jobs: by default completed and cancelled 1 day, dead 7.
     """
 
     def __init__(
@@ -67,7 +72,9 @@ class Queue:
         listen_dsn: str | None = None,
         prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
         store: Store | None = None,
+        retention: Retention | Mapping[str, Any] | None = DEFAULT_RETENTION,
     ) -> None:
+        self.retention = Retention.of(retention)
         if store is None:
             resolved = dsn if dsn is not None else os.environ.get("VENTURI_DSN", "")
             store = PostgresStore.from_dsn(
@@ -82,6 +89,7 @@ class Queue:
         self.store: Store = store
         self.strict = strict
         self.definitions: dict[str, JobDefinition] = {}
+        self.schedules: dict[str, Schedule] = {}
         self._pid = os.getpid()
         self._lock = threading.Lock()
 
@@ -94,6 +102,7 @@ class Queue:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         strict: bool = False,
         listen_dsn: str | None = None,
+        retention: Retention | Mapping[str, Any] | None = DEFAULT_RETENTION,
     ) -> Queue:
         """Share an application's pool; venturi never closes it.
 
@@ -107,7 +116,7 @@ class Queue:
             max_payload_bytes=max_payload_bytes,
             listen_dsn=_listen_dsn(listen_dsn),
         )
-        return cls(store=store, strict=strict)
+        return cls(store=store, strict=strict, retention=retention)
 
     @property
     def prefix(self) -> str:
@@ -290,6 +299,24 @@ class Queue:
         self._check_process()
         return self.store.requeue(job_id)
 
+    def schedule_rows(self) -> list[ScheduleInfo]:
+        """Every schedule row of this prefix (inactive ones too), as `venturi schedules`."""
+        self._check_process()
+        return self.store.schedules()
+
+    def trigger(self, name: str) -> ULID:
+        """Enqueue one run of schedule ``name`` now, outside its slot bookkeeping."""
+        self._check_process()
+        if name == RETENTION_SCHEDULE:
+            raise ConfigurationError(
+                f"{name!r} prunes inside the workers and enqueues no job; run `venturi cleanup` "
+                "for a one-off prune"
+            )
+        job_id = self.store.trigger_schedule(name)
+        if job_id is None:
+            raise ConfigurationError(f"no schedule named {name!r} in prefix {self.prefix!r}")
+        return job_id
+
     def requeue_dead(self, kind: str | None = None) -> int:
         """Put every dead job (of ``kind``) back in line; returns how many went back.
 
@@ -297,33 +324,6 @@ class Queue:
         """
         self._check_process()
         return self.store.requeue_dead(kind, note="requeued with all dead jobs")
-
-    # -- flow control -----------------------------------------------------------------
-
-    def pause(self, *kinds: str) -> list[str]:
-        """Pause ``kinds`` for every worker, until `resume`; returns those newly paused.
-
-        Workers stop claiming them at once (the claim reads the flag); running jobs
-        finish, enqueues are still accepted, and the pause outlives worker restarts.
-        """
-        self._check_process()
-        return self.store.pause_kinds(checked_kinds(kinds))
-
-    def resume(self, *kinds: str) -> list[str]:
-        """Resume paused ``kinds`` (idle workers are woken); returns those that were paused."""
-        self._check_process()
-        return self.store.resume_kinds(checked_kinds(kinds))
-
-    def paused(self) -> set[str]:
-        """The kinds paused now."""
-        self._check_process()
-        return {state.kind for state in self.store.kinds() if state.paused}
-
-    def kinds(self) -> list[KindState]:
-        """Each kind's flow control as the database holds it: paused, the latest
-        declared limits (and who declared them), and its jobs claimed now."""
-        self._check_process()
-        return self.store.kinds()
 
     # -- working ----------------------------------------------------------------------
 
@@ -356,6 +356,8 @@ class Queue:
             poll_interval=to_seconds(poll_interval, "poll_interval", allow_zero=False),
             events=events,
             owner_pid=self._pid,
+            schedules=list(self.schedules.values()),
+            retention=options.pop("retention", self.retention),
             **options,
         )
         if metrics_port is not None:
@@ -377,7 +379,7 @@ class Queue:
         ``ctx.extend_lease()`` only: there is no heartbeat. For tests and scripts.
         """
         self._check_process()
-        return drain(self.store, self.definitions, kinds, wait_for)
+        return drain(self.store, self.definitions, kinds, to_seconds(wait_for, "wait_for"))
 
     def close(self) -> None:
         """Close the connection pool if this queue opened it."""

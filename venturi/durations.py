@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from venturi.errors import InvalidJob
 
 Duration = int | float | timedelta
+_TEXT: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.ASCII)
+_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 
 
 def to_seconds(value: Duration, field: str, *, allow_zero: bool = True) -> float:
@@ -27,6 +30,19 @@ def to_seconds(value: Duration, field: str, *, allow_zero: bool = True) -> float
         rule = "must not be negative" if allow_zero else "must be positive"
         raise InvalidJob(f"{field} {rule}, got {value!r}")
     return seconds
+
+
+def text_or_seconds(value: Duration | str, field: str, *, allow_zero: bool = True) -> float:
+    """`to_seconds`, and text such as ``30s``, ``5m``, ``12h``, ``3d`` or ``1w`` too."""
+    if isinstance(value, str):
+        match = _TEXT.fullmatch(value.strip().lower())
+        if match is None:
+            raise InvalidJob(
+                f"{field} must be seconds, a timedelta or text such as '30s', '5m', '12h', "
+                f"'3d' or '1w', got {value!r}"
+            )
+        value = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    return to_seconds(value, field, allow_zero=allow_zero)
 
 
 def require_aware(value: datetime, field: str) -> datetime:

@@ -33,3 +33,10 @@ class WorkerEvents:
 
     def worker_failed(self, error: BaseException) -> None:
         """The worker is stopping itself because of ``error`` (see `Worker.failure`)."""
+
+    def schedule_fired(self, schedule: str, jobs: int) -> None:
+        """This worker fired a due slot of ``schedule``, enqueueing ``jobs`` jobs (0 for
+        missed slots skipped, and for the built-in retention schedule)."""
+
+    def jobs_pruned(self, status: str, count: int) -> None:
+        """This worker's prune deleted ``count`` finished jobs of ``status``."""

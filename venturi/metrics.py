@@ -86,6 +86,18 @@ class MetricsEvents(WorkerEvents):
             ["thread"],
             registry=registry,
         )
+        self.scheduled = Counter(
+            "venturi_schedule_jobs",
+            "Jobs this process's workers enqueued for schedule slots, by schedule.",
+            ["schedule"],
+            registry=registry,
+        )
+        self.pruned = Counter(
+            "venturi_jobs_pruned",
+            "Finished jobs this process's workers deleted by the retention, by status.",
+            ["status"],
+            registry=registry,
+        )
         self.failed = Gauge(
             "venturi_worker_failed",
             "1 once a worker of this process stopped itself (a fatal database error, or a "
@@ -133,6 +145,12 @@ class MetricsEvents(WorkerEvents):
 
     def worker_failed(self, error: BaseException) -> None:
         self.failed.set(1)
+
+    def schedule_fired(self, schedule: str, jobs: int) -> None:
+        self.scheduled.labels(schedule).inc(jobs)
+
+    def jobs_pruned(self, status: str, count: int) -> None:
+        self.pruned.labels(status).inc(count)
 
 
 class QueueCollector(Collector):
@@ -283,6 +301,12 @@ class FanOutEvents(WorkerEvents):
 
     def worker_failed(self, error: BaseException) -> None:
         self._each("worker_failed", error)
+
+    def schedule_fired(self, schedule: str, jobs: int) -> None:
+        self._each("schedule_fired", schedule, jobs)
+
+    def jobs_pruned(self, status: str, count: int) -> None:
+        self._each("jobs_pruned", status, count)
 
 
 def serve_worker_metrics(

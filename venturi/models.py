@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -182,12 +183,18 @@ class NewJob:
     on_duplicate: OnDuplicate = attrs.field(default="keep", converter=_validate_on_duplicate)
     max_attempts: int = attrs.field(default=5, converter=validate_max_attempts)
     concurrency_key: str | None = attrs.field(default=None, converter=validate_concurrency_key)
+    # W3C trace context of the enqueuing request (`venturi.contrib.otel` fills it in).
+    trace_context: Mapping[str, str] | None = None
     payload_json: str = attrs.field(
         init=False, default=attrs.Factory(_payload_json, takes_self=True)
     )
     delay_seconds: float | None = attrs.field(
         init=False, default=attrs.Factory(_delay_seconds, takes_self=True)
     )
+
+    @property
+    def trace_context_json(self) -> str | None:
+        return None if self.trace_context is None else json.dumps(dict(self.trace_context))
 
     def __attrs_post_init__(self) -> None:
         if self.dedup_key is None and self.on_duplicate != "keep":
@@ -214,6 +221,7 @@ class JobRecord:
     claim_expires_at: datetime | None
     finished_at: datetime | None
     concurrency_key: str | None = None
+    trace_context: dict[str, str] | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> JobRecord:

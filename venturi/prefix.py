@@ -38,6 +38,8 @@ _SUFFIXES: Final = {
     "kinds_limits_check": "_kinds_limits_ck",
     "key_claim_idx": "_jobs_key_idx",
     "key_running_idx": "_jobs_keyrun_idx",
+    "schedules": "_schedules",
+    "schedules_pkey": "_schedules_pkey",
 }
 LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX
@@ -89,6 +91,12 @@ class Prefix:
     def lock_key(self) -> int:
         """A stable signed 64-bit advisory-lock key derived from the prefix's content."""
         digest = hashlib.blake2b(b"venturi-migrate:" + self.name.encode(), digest_size=8)
+        return int.from_bytes(digest.digest(), "big", signed=True)
+
+    @property
+    def prune_lock_key(self) -> int:
+        """The advisory-lock key that lets one session at a time prune the prefix's jobs."""
+        digest = hashlib.blake2b(b"venturi-prune:" + self.name.encode(), digest_size=8)
         return int.from_bytes(digest.digest(), "big", signed=True)
 
     def placeholders(self) -> dict[str, sql.Composable]:

@@ -60,6 +60,7 @@ def test_demo_keep_leaves_tables_to_explore(invoke: Invoke, database_dsn: str) -
             f"{prefix}_jobs",
             f"{prefix}_journal",
             f"{prefix}_kinds",
+            f"{prefix}_schedules",
             f"{prefix}_schema_history",
         ]
         assert f"venturi --prefix {prefix} stats" in result.stdout

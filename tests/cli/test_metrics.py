@@ -10,7 +10,6 @@ import threading
 from wsgiref.util import setup_testing_defaults
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 import venturi
 from tests.cli.conftest import CLOSED_PORT_DSN, answers, free_port, sample, scrape, settled_total
@@ -130,13 +129,6 @@ def test_the_wsgi_app_serves_gauges_and_reports_an_outage(queue: venturi.Queue) 
         down.close()
     assert status.startswith("200") and "venturi_queue_up 0.0" in body
     assert "venturi_queue_jobs" not in body
-
-
-def test_registries_are_per_queue() -> None:
-    first, second = QueueMetrics(), QueueMetrics()  # the same names, no collision
-    assert first.registry is not second.registry
-    own = CollectorRegistry()
-    assert QueueMetrics(registry=own).registry is own
 
 
 def test_a_busy_metrics_port_is_a_clear_error(queue: venturi.Queue) -> None:

@@ -3,6 +3,7 @@ worker, one transaction for a row and its job, rollback), config, CLI, exit hook
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -122,6 +123,24 @@ def test_jobs_run_inside_the_app_context(app: Flask) -> None:
         venturi.enqueue(kind)
     assert venturi.queue_for(app).drain() == 1
     assert seen == [app.config["VENTURI_PREFIX"]]
+
+
+def test_an_async_job_runs_inside_the_app_context(app: Flask) -> None:
+    seen: list[str] = []
+    kind = f"actx.{app.config['VENTURI_PREFIX']}"
+
+    @venturi.job(kind)
+    async def where() -> str:
+        await asyncio.sleep(0)
+        seen.append(current_app.config["VENTURI_PREFIX"])
+        return "done"
+
+    with app.app_context():
+        job_id = venturi.enqueue(kind)
+    queue = venturi.queue_for(app)
+    assert queue.drain() == 1
+    assert seen == [app.config["VENTURI_PREFIX"]]
+    assert [(e.outcome, e.attachment) for e in queue.journal(job_id)] == [("completed", "done")]
 
 
 def test_the_worker_starts_once_per_process(app: Flask) -> None:

@@ -1,16 +1,13 @@
-"""Fixtures for the fault tests: a throwaway server of our own, worker fleets, the ledger."""
+"""Fixtures for the fault tests: a throwaway server of our own and the ledger."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
-from tests.faults import ledger
-from tests.faults.fleet import Fleet
 from tests.faults.server import ThrowawayServer, find_binaries
-from tests.support import drop_prefix, fresh_prefix
+from tests.support import drop_prefix, fresh_prefix, ledger
 
 
 @pytest.fixture(scope="session")
@@ -47,18 +44,3 @@ def shared_prefix(prefix: str, database_dsn: str) -> Iterator[str]:
     """The per-test prefix on the shared server, with its ledger dropped afterwards."""
     yield prefix
     ledger.drop(database_dsn, prefix)
-
-
-@pytest.fixture
-def make_fleet(tmp_path: Path) -> Iterator[Callable[..., Fleet]]:
-    """Build fleets of worker processes; every process is stopped at teardown."""
-    fleets: list[Fleet] = []
-
-    def make(dsn: str, prefix: str, **defaults: object) -> Fleet:
-        fleet = Fleet(dsn, prefix, tmp_path, **defaults)
-        fleets.append(fleet)
-        return fleet
-
-    yield make
-    for fleet in fleets:
-        fleet.close()

@@ -23,7 +23,6 @@ from __future__ import annotations
 import enum
 import secrets
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
@@ -34,6 +33,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from ulid import ULID
 
+from tests.support import wait_until
 from venturi.models import NewJob
 from venturi.prefix import Prefix
 from venturi.store.postgres import PostgresStore
@@ -232,17 +232,16 @@ def _deadlock(conn: psycopg.Connection[Any], dsn: str) -> None:
 
 
 def _wait_for_lock(watch: psycopg.Connection[Any], pid: int, key: int, *, granted: bool) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    def holds() -> bool:
         row = watch.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s"
             " AND objid = %s AND pid = %s AND granted = %s",
             (_DEADLOCK_SPACE, key, pid, granted),
         ).fetchone()
-        if row and row[0]:
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"backend {pid} never took advisory lock {key}")
+        return bool(row and row[0])
+
+    state = "hold" if granted else "wait for"
+    wait_until(holds, 10, interval=0.005, what=f"backend {pid} to {state} advisory lock {key}")
 
 
 def _terminate(conn: psycopg.Connection[Any], dsn: str) -> None:

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg import sql
 from ulid import ULID
 
 import venturi
-from tests.faults import ledger
-from tests.support import wait_until
+from tests.support import ledger, wait_until
 from venturi.store.postgres import PostgresStore
-
-T = TypeVar("T")
-
-
-def wait_for(produce: Callable[[], T | None], timeout: float, what: str) -> T:
-    """`wait_until` for a predicate that yields a value (not None) once ready."""
-    value = wait_until(produce, timeout, 0.02, what)
-    assert value is not None
-    return value
 
 
 def prepare(dsn: str, prefix: str, **queue_options: Any) -> venturi.Queue:
@@ -116,8 +105,8 @@ def start_latency(
     if ids is not None:
         ids.append(job_id)
 
-    def started() -> float | None:
+    def started() -> tuple[float] | None:
         rows = watch.executions(job_id)
-        return (rows[0][4] - enqueued).total_seconds() if rows else None
+        return ((rows[0][4] - enqueued).total_seconds(),) if rows else None
 
-    return wait_for(started, timeout, f"job {job_id} to start")
+    return wait_until(started, timeout, what=f"job {job_id} to start")[0]

@@ -348,11 +348,17 @@ def test_prefixes_are_valid_or_refused_before_any_sql(target: Target, name: str)
         with venturi.Queue(target.dsn, prefix=name) as queue:
             queue.migrate()
         tables = target.conn.execute(
-            "SELECT count(*) FROM pg_class WHERE relname IN (%s, %s, %s)",
-            (f"{name}_jobs", f"{name}_journal", f"{name}_schema_history"),
+            "SELECT count(*) FROM pg_class WHERE relname IN (%s, %s, %s, %s, %s)",
+            (
+                f"{name}_jobs",
+                f"{name}_journal",
+                f"{name}_kinds",
+                f"{name}_schedules",
+                f"{name}_schema_history",
+            ),
         ).fetchone()
         drop_prefix(target.dsn, name)
-        assert tables == (3,)
+        assert tables == (5,)
         return
     relations = "SELECT count(*), coalesce(max(oid::int8), 0) FROM pg_class"
     before = target.conn.execute(relations).fetchone()

@@ -13,11 +13,11 @@ from psycopg import sql
 from ulid import ULID
 
 import venturi
-from tests.faults import invariants, ledger
-from tests.faults.fleet import Fleet
-from tests.faults.scenario import Watch, prepare, wait_for
+from tests.faults import invariants
+from tests.faults.scenario import Watch, prepare
 from tests.faults.server import ThrowawayServer
-from tests.support import wait_until
+from tests.support import ledger, wait_until
+from tests.support.fleet import Fleet
 
 RESTARTS = 3
 # Longer than the 30 s on purpose: psycopg_pool's doubling reconnect delay tries
@@ -59,11 +59,12 @@ def _first_start_after(watch: Watch, moment: datetime, workers: int = 1) -> floa
         " SELECT min(started_at) AS first FROM {} WHERE started_at > %s GROUP BY worker) AS w"
     ).format(watch.ledger)
 
-    def started() -> float | None:
+    def started() -> tuple[float] | None:
         count, last = watch.rows(query, (moment,))[0]
-        return (last - moment).total_seconds() if count >= workers else None
+        return ((last - moment).total_seconds(),) if count >= workers else None
 
-    return wait_for(started, 120, f"{workers} workers to start a job after the database came back")
+    what = f"{workers} workers to start a job after the database came back"
+    return wait_until(started, 120, what=what)[0]
 
 
 def _stale_failures(lines: list[tuple[float, str]], back: list[float]) -> list[int]:
@@ -87,11 +88,11 @@ def _all_listening(queue: venturi.Queue, watch: Watch, workers: int, each: int) 
         "SELECT count(DISTINCT worker), max(started_at) FROM {} WHERE started_at > %s"
     ).format(watch.ledger)
 
-    def started() -> float | None:
+    def started() -> tuple[float] | None:
         count, last = watch.rows(query, (enqueued,))[0]
-        return (last - enqueued).total_seconds() if count == workers else None
+        return ((last - enqueued).total_seconds(),) if count == workers else None
 
-    return wait_for(started, 120, "every worker to be woken")
+    return wait_until(started, 120, what="every worker to be woken")[0]
 
 
 def _restart_during_a_run(
@@ -197,7 +198,7 @@ def test_database_down_for_a_while(
     own_server.stop()
     refusals = _refusals(queue)
     down_at, up_at = _outage(own_server, fleet)
-    ids.append(wait_for(lambda: _try_enqueue(queue), 60, "enqueue to work again"))
+    ids.append(wait_until(lambda: _try_enqueue(queue), 60, what="enqueue to work again"))
     wait_until(lambda: watch.unfinished() == 0, 120, 0.05, "the workers to resume")
     resumed = time.time() - up_at
     span = up_at - down_at

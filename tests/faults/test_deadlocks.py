@@ -18,11 +18,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.faults import invariants, ledger
-from tests.faults.fleet import Fleet
+from tests.faults import invariants
 from tests.faults.scenario import Watch, enqueue_work, prepare
 from tests.faults.server import ThrowawayServer
-from tests.support import drop_prefix, fresh_prefix, wait_until
+from tests.support import drop_prefix, fresh_prefix, ledger, wait_until
+from tests.support.fleet import Fleet
 
 RUNS = 5
 PROCESSES = 8

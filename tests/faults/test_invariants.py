@@ -10,8 +10,8 @@ import pytest
 from psycopg import sql
 from ulid import ULID
 
-from tests.faults import invariants, ledger
-from tests.support import Probe
+from tests.faults import invariants
+from tests.support import Probe, ledger
 from venturi.models import NewJob
 from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import PostgresStore

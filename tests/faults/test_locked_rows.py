@@ -18,10 +18,10 @@ from psycopg import sql
 from ulid import ULID
 
 import venturi
-from tests.faults import invariants, ledger
+from tests.faults import invariants
 from tests.faults.scenario import Watch, prepare
 from tests.faults.workload import MIX_KIND, register_mix
-from tests.support import wait_until
+from tests.support import ledger, wait_until
 from venturi.models import NewJob
 
 LEASE: Final = 3.0  # a heartbeat a second

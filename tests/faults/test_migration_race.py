@@ -14,8 +14,8 @@ import sys
 import psycopg
 import pytest
 
-from tests.faults.fleet import REPO_ROOT
 from tests.support import drop_prefix, fresh_prefix
+from tests.support.fleet import REPO_ROOT
 from venturi.store.migrations import known_migrations
 
 _MIGRATE = (
@@ -54,9 +54,17 @@ def test_processes_migrating_two_prefixes_at_once(database_dsn: str) -> None:
                 assert applied == [[]] * (PER_PREFIX - 1) + [everything], applied
                 rows = conn.execute(
                     "SELECT count(*) FROM pg_class WHERE relname = ANY(%s)",
-                    ([f"{prefix}_jobs", f"{prefix}_journal", f"{prefix}_schema_history"],),
+                    (
+                        [
+                            f"{prefix}_jobs",
+                            f"{prefix}_journal",
+                            f"{prefix}_kinds",
+                            f"{prefix}_schedules",
+                            f"{prefix}_schema_history",
+                        ],
+                    ),
                 ).fetchone()
-                assert rows == (3,)
+                assert rows == (5,)
         print(
             f"\nmigration race: {PER_PREFIX} processes on each of 2 prefixes at once: one "
             f"applied {len(everything)} migration(s) per prefix, the others were no-ops"

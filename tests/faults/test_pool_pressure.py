@@ -8,9 +8,9 @@ import time
 import pytest
 
 import venturi
-from tests.faults import invariants, ledger
+from tests.faults import invariants
 from tests.faults.scenario import Watch, prepare
-from tests.support import postgres_store, wait_until
+from tests.support import ledger, postgres_store, wait_until
 
 PARENTS = 48
 THREADS = 16

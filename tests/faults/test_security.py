@@ -167,10 +167,11 @@ def _grant_prefix(dsn: str, prefix: str, role: str) -> None:
     """What an operator grants a role to use one prefix (the tables stay the owner's)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
-            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {}, {}, {} TO {}").format(
+            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {}, {}, {}, {} TO {}").format(
                 sql.Identifier(f"{prefix}_jobs"),
                 sql.Identifier(f"{prefix}_journal"),
                 sql.Identifier(f"{prefix}_kinds"),
+                sql.Identifier(f"{prefix}_schedules"),
                 sql.Identifier(f"{prefix}_schema_history"),
                 sql.Identifier(role),
             )

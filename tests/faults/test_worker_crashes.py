@@ -13,10 +13,10 @@ import pytest
 from psycopg import sql
 
 from tests.faults import invariants
-from tests.faults.fleet import Fleet
 from tests.faults.scenario import Watch, enqueue_work, prepare
 from tests.faults.server import ThrowawayServer
 from tests.support import wait_until
+from tests.support.fleet import Fleet
 
 JOBS = int(os.environ.get("VENTURI_FAULT_JOBS", "5000"))
 KILLS = 20

@@ -11,10 +11,10 @@ import pytest
 from psycopg import sql
 from ulid import ULID
 
-from tests.faults import invariants, ledger
-from tests.faults.fleet import Fleet, WorkerProcess
+from tests.faults import invariants
 from tests.faults.scenario import Watch, prepare
-from tests.support import wait_until
+from tests.support import ledger, wait_until
+from tests.support.fleet import Fleet, WorkerProcess
 
 LEASE = 1.0
 REAPER_INTERVAL = 0.25

@@ -23,7 +23,7 @@ from psycopg import sql
 from ulid import ULID
 
 import venturi
-from tests.faults import invariants, ledger
+from tests.faults import invariants
 from tests.faults.injection import ErrorClass, Faults, InjectingStore, TableLock, with_setting
 from tests.faults.scenario import Watch, prepare
 from tests.faults.workload import (
@@ -33,7 +33,7 @@ from tests.faults.workload import (
     settled,
     threads_before,
 )
-from tests.support import wait_until
+from tests.support import ledger, wait_until
 
 RERUNS: Final = invariants.INTERRUPTED | {"retried", "paused"}
 

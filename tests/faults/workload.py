@@ -16,8 +16,8 @@ from psycopg import sql
 from ulid import ULID
 
 import venturi
-from tests.faults import ledger
 from tests.faults.scenario import Watch
+from tests.support import ledger
 
 MIX_KIND: Final = "fault.mix"
 STATEMENT_THREADS: Final = (

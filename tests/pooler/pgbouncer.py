@@ -8,13 +8,14 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from tests.support import wait_until
 
 # PgBouncer's warning for a server message that arrives while no client is linked to
 # that server connection: a NOTIFY for a LISTEN left on a pooled server connection.
@@ -94,17 +95,24 @@ class PgBouncer:
                 stderr=stderr,
                 **extra,
             )
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def answers() -> bool:
             try:
                 with psycopg.connect(self.dsn, connect_timeout=2):
-                    return
+                    return True
             except psycopg.OperationalError as exc:
-                if self._process.poll() is not None or time.monotonic() > deadline:
+                if self._process is None or self._process.poll() is not None:
                     output = self.output()
                     self.stop()
-                    raise RuntimeError(f"pgbouncer did not come up: {exc}\n{output}") from None
-            time.sleep(0.05)
+                    raise RuntimeError(f"pgbouncer exited: {exc}\n{output}") from None
+                return False
+
+        try:
+            wait_until(answers, timeout, interval=0.05, what="pgbouncer to accept connections")
+        except AssertionError:
+            output = self.output()
+            self.stop()
+            raise RuntimeError(f"pgbouncer did not come up:\n{output}") from None
 
     def output(self) -> str:
         return "\n".join(

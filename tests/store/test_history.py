@@ -6,9 +6,11 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from psycopg.types.string import TextLoader
 from ulid import ULID
 
 from tests.support import Probe
+from venturi.errors import StoreError
 from venturi.models import HistoryCursor, HistoryFilter, JobRecord, NewJob
 from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import PostgresStore
@@ -108,3 +110,40 @@ def test_a_cursor_is_an_id_even_of_a_job_gone_since(store: PostgresStore, probe:
     ):
         page = store.history(HistoryFilter(), before=before, limit=10)
         assert [j.id for j in page] == [ids[1], ids[0]]
+
+
+def test_get_and_journal_read_inside_the_callers_uncommitted_transaction(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        job_id = store.enqueue(NewJob("k", {"i": 1}), conn=conn)
+        assert store.get(job_id) is None, "the pool cannot see an uncommitted job"
+        job = store.get(job_id, conn=conn)
+        assert job is not None and job.payload == {"i": 1}
+        assert store.journal(job_id, conn=conn) == []
+        assert store.get(ULID(), conn=conn) is None
+        conn.rollback()
+    assert store.get(job_id) is None
+
+
+def test_a_read_on_a_connection_that_loads_json_as_text_still_decodes_it(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    # As Django's connections do: jsonb arrives as text unless the read says otherwise.
+    with psycopg.connect(database_dsn, autocommit=True) as conn:
+        conn.adapters.register_loader("jsonb", TextLoader)
+        job_id = store.enqueue(NewJob("k", {"i": [1, 2]}), conn=conn)
+        assert conn.execute("SELECT '{}'::jsonb").fetchone() == ("{}",)
+        job = store.get(job_id, conn=conn)
+        assert job is not None and job.payload == {"i": [1, 2]}
+
+
+def test_a_read_on_an_aborted_transaction_raises_a_store_error(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            conn.execute("SELECT 1 / 0")
+        with pytest.raises(StoreError):
+            store.get(ULID(), conn=conn)
+        conn.rollback()

@@ -24,7 +24,12 @@ def test_drop_prefix_removes_every_table_of_the_prefix_only(
     try:
         other.migrate()
         store.drop_prefix()
-        tables = [store.prefix.jobs, store.prefix.journal, store.prefix.table("schema_history")]
+        tables = [
+            store.prefix.jobs,
+            store.prefix.journal,
+            store.prefix.table("schedules"),
+            store.prefix.table("schema_history"),
+        ]
         left = probe.scalar("SELECT count(*) FROM pg_tables WHERE tablename = ANY(%s)", tables)
         assert left == 0
         other.check_schema()  # another prefix keeps its tables

@@ -1,5 +1,5 @@
-"""The error policy (venturi.store.retrying) on real server errors, the retry helper, the
-supervisor that restarts worker threads, and job deadlines on their own thread."""
+"""The error policy (venturi.store.retrying) on real server errors, the retry helper and
+the supervisor that restarts worker threads (its pure parts: tests/unit)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import wait_until
 from venturi.errors import SchemaError, StoreError, StoreUnavailable, WorkerFailed
 from venturi.store import retrying
 from venturi.store.retrying import Backoff, ErrorClass, classify, retry, store_error
 from venturi.worker import supervision
-from venturi.worker.deadlines import Deadlines
 
 
 @pytest.fixture
@@ -85,22 +83,6 @@ def test_a_terminated_backend_is_transient_and_its_outcome_unknown(database_dsn:
     assert classify(caught.value) is ErrorClass.TRANSIENT
     assert retrying.outcome_unknown(caught.value)
     assert isinstance(store_error(caught.value), StoreUnavailable)
-
-
-def test_errors_that_are_not_the_database_s_are_the_statement_s() -> None:
-    assert classify(ValueError("x")) is ErrorClass.STATEMENT
-    assert classify(StoreUnavailable("x")) is ErrorClass.TRANSIENT
-    assert classify(SchemaError("x")) is ErrorClass.FATAL
-    assert classify(StoreError("x")) is ErrorClass.STATEMENT
-
-
-def test_backoff_grows_to_its_cap_with_jitter() -> None:
-    backoff = Backoff(base=0.1, cap=1.0)
-    assert backoff.delay(0) == 0.0
-    for failures, ceiling in [(1, 0.1), (2, 0.2), (3, 0.4), (5, 1.0), (50, 1.0)]:
-        delays = {backoff.delay(failures) for _ in range(50)}
-        assert all(ceiling / 2 <= d <= ceiling for d in delays), (failures, delays)
-        assert len(delays) > 1  # jittered: peers that failed together do not retry in step
 
 
 def _failing(conn: psycopg.Connection[Any], times: int, *statements: str) -> Callable[[], int]:
@@ -229,30 +211,3 @@ def test_a_fatal_database_error_fails_the_worker_at_once(
     assert seen.restarts == []
     [failure] = seen.failures
     assert isinstance(failure, SchemaError)
-
-
-# -- deadlines ------------------------------------------------------------------------
-
-
-def test_deadlines_fire_in_order_on_time() -> None:
-    fired: list[tuple[Any, float]] = []
-    deadlines = Deadlines(lambda held: fired.append((held.job, time.monotonic())))
-    thread = threading.Thread(target=deadlines.run, daemon=True)
-    thread.start()
-    start = time.monotonic()
-
-    class Held:
-        def __init__(self, name: str, after: float, ended: bool = False) -> None:
-            self.job = name
-            self.deadline = start + after
-            self.ended = ended
-
-    for held in (Held("late", 0.6), Held("early", 0.2), Held("done", 0.1, ended=True)):
-        deadlines.add(held)  # type: ignore[arg-type]
-    wait_until(lambda: len(fired) == 2, timeout=10, what="both deadlines to fire")
-    deadlines.stop()
-    thread.join(5)
-    assert [name for name, _ in fired] == ["early", "late"]
-    for (_, at), after in zip(fired, (0.2, 0.6), strict=True):
-        # Not a speed claim: it fires after its deadline, and not a heartbeat later.
-        assert start + after <= at < start + after + 1.0

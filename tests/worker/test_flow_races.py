@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -17,7 +18,7 @@ import pytest
 from psycopg import sql
 
 from tests.support import Probe, postgres_store, wait_until
-from tests.worker.conftest import ROOT, Child
+from tests.support.fleet import REPO_ROOT
 from venturi import NewJob, Queue
 
 pytestmark = pytest.mark.slow
@@ -43,35 +44,64 @@ def flow_ledger(database_dsn: str, queue: Queue) -> Iterator[str]:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
 
 
+class FlowProcess:
+    """One ``python -m tests.worker.flow_proc`` child; its stdout and stderr go to one
+    log file (a pipe nobody reads could fill and stall it)."""
+
+    def __init__(self, log_path: Path, *args: str) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.worker.flow_proc", *args],
+            cwd=REPO_ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        """Wait until it printed ``ready`` (its listener is up)."""
+
+        def ready() -> bool:
+            lines = self.log().splitlines()
+            if "not listening" in lines or self.proc.poll() is not None:
+                raise AssertionError(f"flow worker {self.proc.pid} never listened:\n{self.log()}")
+            return "ready" in lines
+
+        wait_until(ready, 60, interval=0.05, what=f"flow worker {self.proc.pid} to listen")
+
+    def stop(self) -> None:
+        """SIGTERM; SIGKILL if it has not exited within 30 s. Closes its log."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(30)
+        self._log.close()
+
+
 @pytest.fixture
-def fleet(database_dsn: str, prefix: str, flow_ledger: str) -> Iterator[Callable[..., None]]:
+def flow_workers(
+    database_dsn: str, prefix: str, flow_ledger: str, tmp_path: Path
+) -> Iterator[Callable[..., None]]:
     """Start ``PROCESSES`` flow worker processes with the given options, each ready
-    (listening) before it returns; all are killed at teardown."""
-    children: list[Child] = []
+    (listening) before it returns; all are stopped at teardown."""
+    children: list[FlowProcess] = []
 
     def start(*args: str) -> None:
         for _ in range(PROCESSES):
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "tests.worker.flow_proc", database_dsn, prefix, *args],
-                cwd=ROOT,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            children.append(Child(popen))
+            log_path = tmp_path / f"flow{len(children) + 1}.log"
+            children.append(FlowProcess(log_path, database_dsn, prefix, *args))
         for child in children:
             child.wait_ready()
 
     yield start
     for child in children:
-        if child.popen.poll() is None:
-            child.popen.terminate()
-    for child in children:
-        try:
-            child.popen.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            child.popen.kill()
-            child.popen.communicate(timeout=30)
+        child.stop()
 
 
 class ClaimedSampler:
@@ -158,10 +188,14 @@ def drain(queue: Queue, probe: Probe, count: int, what: str) -> float:
 
 
 def test_four_processes_never_run_more_than_the_global_concurrency(
-    queue: Queue, probe: Probe, fleet: Callable[..., None], flow_ledger: str, database_dsn: str
+    queue: Queue,
+    probe: Probe,
+    flow_workers: Callable[..., None],
+    flow_ledger: str,
+    database_dsn: str,
 ) -> None:
     jobs, limit, sleep = 2000, 3, 0.01
-    fleet("--limit", str(limit), "--sleep", str(sleep))
+    flow_workers("--limit", str(limit), "--sleep", str(sleep))
     with ClaimedSampler(database_dsn, queue.prefix) as sampler:
         queue.enqueue_many([NewJob("limited", {"n": i}) for i in range(jobs)])
         elapsed = drain(queue, probe, jobs, "2,000 jobs limited to 3 to drain")
@@ -180,10 +214,10 @@ def test_four_processes_never_run_more_than_the_global_concurrency(
 
 
 def test_four_processes_start_no_more_than_the_rate_in_any_window(
-    queue: Queue, probe: Probe, fleet: Callable[..., None], flow_ledger: str
+    queue: Queue, probe: Probe, flow_workers: Callable[..., None], flow_ledger: str
 ) -> None:
     jobs, rate = 300, 50
-    fleet("--rate", f"{rate}/s")
+    flow_workers("--rate", f"{rate}/s")
     started = time.monotonic()
     queue.enqueue_many([NewJob("limited", {"n": i}) for i in range(jobs)])
     drain(queue, probe, jobs, "300 jobs limited to 50/s to drain")
@@ -202,9 +236,9 @@ def test_four_processes_start_no_more_than_the_rate_in_any_window(
 
 
 def test_a_busy_key_does_not_hold_back_other_keys(
-    queue: Queue, probe: Probe, fleet: Callable[..., None], flow_ledger: str
+    queue: Queue, probe: Probe, flow_workers: Callable[..., None], flow_ledger: str
 ) -> None:
-    fleet("--key-limit", "1")
+    flow_workers("--key-limit", "1")
     hot = [NewJob("limited", {"n": i}, concurrency_key="hot") for i in range(1000)]
     spread = [
         NewJob("limited", {"n": i}, concurrency_key=f"customer:{i % 100}") for i in range(1000)

@@ -22,12 +22,22 @@ import click
 
 from venturi.bench import report as bench_report
 from venturi.bench.ceilings import CEILING_BATCH, Ceilings
+from venturi.bench.pruning import PruneBench
 from venturi.bench.report import PREPARED_SUFFIX
 from venturi.bench.support import BenchFailure, BenchSettings
 from venturi.bench.worker import drive
 from venturi.bench.workloads import VenturiBench
 
-WORKLOADS = ("enqueue", "enqueue-many", "drain", "latency", "backlog", "limited", "rss")
+WORKLOADS = (
+    "enqueue",
+    "enqueue-many",
+    "drain",
+    "latency",
+    "backlog",
+    "limited",
+    "prune",
+    "rss",
+)
 DRAIN_CONCURRENCIES = (1, 4, 16)
 # The "limited" workload drains a kind limited to this many running jobs at concurrency 16.
 LIMITED_CONCURRENCY = 8
@@ -83,6 +93,8 @@ def _groups(
         if "drain" not in workloads:
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
+    if "prune" in workloads:
+        groups.append([PruneBench(main).round])
     if "rss" in workloads:
         groups.append([functools.partial(_only, "rss.", drive, main, 1, 16, s.rss_jobs)])
     for count in processes:
@@ -176,6 +188,11 @@ def _processes(value: str | None) -> list[int]:
 @click.option("--jobs", type=click.IntRange(1), help="Jobs per drain round (default 5000).")
 @click.option("--backlog", type=click.IntRange(0), help="Backlog rows (default 1,000,000).")
 @click.option(
+    "--prune-rows",
+    type=click.IntRange(1),
+    help="Finished rows the prune workload deletes beside a draining worker (default 1,000,000).",
+)
+@click.option(
     "--workload",
     "workloads",
     multiple=True,
@@ -198,6 +215,7 @@ def bench_command(
     rounds: int | None,
     jobs: int | None,
     backlog: int | None,
+    prune_rows: int | None,
     workloads: tuple[str, ...],
     processes: str | None,
     fillfactor: int | None,
@@ -209,8 +227,9 @@ def bench_command(
     Workloads: enqueue (one transaction each), enqueue-many, drain at concurrency 1, 4
     and 16, latency (enqueue commit to handler start on an idle worker), drain beside a
     backlog of pending rows, drain at concurrency 16 of a kind limited to 8 running jobs
-    (every claim takes the limited path), and a concurrency-16 worker process's peak RSS.
-    Every job is checked to have run exactly once. Uses fresh table prefixes and drops them after.
+    (every claim takes the limited path), drain c16 beside the retention's prune of finished
+    rows, and a concurrency-16 worker process's peak RSS. Every job is checked to have run
+    exactly once. Uses fresh table prefixes and drops them after.
     """
     overrides: dict[str, Any] = {
         key: value
@@ -218,6 +237,7 @@ def bench_command(
             "rounds": rounds,
             "jobs": jobs,
             "backlog": backlog,
+            "prune_rows": prune_rows,
             "fillfactor": fillfactor,
             "compare_prepared": compare_prepared or None,
         }.items()

@@ -20,6 +20,7 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("drain c16", "drain.c16", "ceiling.commit_per_job.c16", 2.0),
     ("drain c16, backlog", "backlog.c16", "drain.c16", 0.8),
     ("drain c16, kind limited to 8", "limited8.c16", "drain.c16", None),
+    ("drain c16 beside a prune", "prune.beside.c16", "prune.alone.c16", 0.8),
 )
 # `--compare-prepared`: each workload with server-side prepared statements on, against
 # venturi's default (off) measured in the same rounds.
@@ -45,6 +46,7 @@ CEILING_LABELS = {
     "ceiling.insert_notify": "raw INSERT+NOTIFY",
     "ceiling.multi_insert": "raw multi-row INSERT",
     "drain.c16": "venturi drain c16, empty table",
+    "prune.alone.c16": "the same drain, no prune",
     **{key: "venturi, unprepared (default)" for _, _, key, _ in PREPARED_COMPARISONS},
 }
 
@@ -54,6 +56,8 @@ def unit_of(key: str) -> str:
         return "ms"
     if key.startswith("rss."):
         return "MB"
+    if key.endswith(".ratio"):
+        return "x"
     return "jobs/s"
 
 

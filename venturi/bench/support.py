@@ -35,6 +35,7 @@ class BenchSettings:
     latency_samples: int = 250
     latency_interval: float = 0.02
     backlog: int = 1_000_000
+    prune_rows: int = 1_000_000
     rss_jobs: int = 20_000
     fillfactor: int | None = None
     compare_prepared: bool = False
@@ -51,6 +52,7 @@ class BenchSettings:
             "batch": 100,
             "latency_samples": 15,
             "backlog": 2000,
+            "prune_rows": 3000,
             "rss_jobs": 300,
             "timeout": 60.0,
         }

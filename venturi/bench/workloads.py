@@ -68,7 +68,11 @@ class VenturiBench:
         self.ledger = Ledger()
         self.backlog = 0
         self.queue = Queue(
-            settings.dsn, prefix=self.prefix, pool_size=8, prepared_statements=prepared_statements
+            settings.dsn,
+            prefix=self.prefix,
+            pool_size=8,
+            prepared_statements=prepared_statements,
+            retention=None,  # the rounds measure no pruning but the prune workload's own
         )
         self.queue.migrate()
         self.conn = psycopg.connect(settings.dsn, autocommit=True)
@@ -127,6 +131,13 @@ class VenturiBench:
         commit of the last one's settlement."""
         count = self.settings.jobs
         self.reset(count)
+        elapsed = self.drain_timed(concurrency, count, f"drain c{concurrency}")
+        self.verify(count, f"drain c{concurrency}")
+        return {key or f"drain.c{concurrency}": count / elapsed}
+
+    def drain_timed(self, concurrency: int, count: int, what: str) -> float:
+        """Seconds a started, listening worker takes from the commit of ``count`` jobs to
+        the commit of the last one's settlement."""
         settled = _Settled(count)
         jobs = [NewJob(BENCH_KIND, {"n": n}) for n in range(count)]
         worker = self._started_worker(concurrency, settled)
@@ -135,14 +146,12 @@ class VenturiBench:
             started = time.perf_counter()
             if not settled.countdown.done.wait(self.settings.timeout):
                 raise BenchFailure(
-                    f"drain c{concurrency}: {settled.countdown.count} of {count} settled "
+                    f"{what}: {settled.countdown.count} of {count} settled "
                     f"within {self.settings.timeout:g}s"
                 )
-            elapsed = time.perf_counter() - started
+            return time.perf_counter() - started
         finally:
             worker.stop(timeout=30)
-        self.verify(count, f"drain c{concurrency}")
-        return {key or f"drain.c{concurrency}": count / elapsed}
 
     def latency(self, concurrency: int = 4) -> dict[str, float]:
         """An idle worker; one enqueue every ``latency_interval`` s. Milliseconds from the

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from venturi.cli.render import console, echo_json, show_age, show_time, table
+from venturi.cli.schedules import describe_retention, retention_in_force
 from venturi.cli.support import DURATION, JOB_ID, CliState, pass_state, require_job
 from venturi.models import JobStatus, StatsSnapshot
 
@@ -31,15 +32,19 @@ def stats(state: CliState, as_json: bool) -> None:
     """Job counts per kind, and the oldest wait.
 
     pending: due now; scheduled: due later; claimed: running; oldest pending: how long
-    the longest-waiting due job has waited. A paused kind is marked "(paused)".
+    the longest-waiting due job has waited. A paused kind is marked "(paused)". Then the
+    retention the workers prune by.
     """
     queue = state.queue()
     snapshot = queue.stats()
+    retention = retention_in_force(queue)
     if as_json:
-        echo_json(_stats_json(snapshot))
+        kept = None if retention is None else retention.kept()
+        echo_json({**_stats_json(snapshot), "retention": kept})
         return
     if not snapshot.kinds:
         click.echo(f"no jobs under prefix {queue.prefix!r}")
+        click.echo(describe_retention(retention))
         return
     grid = table("kind", *_COUNTS, "oldest pending", footer=True)
     grid.columns[0].footer = "total"
@@ -52,6 +57,7 @@ def stats(state: CliState, as_json: bool) -> None:
         name = f"{k.kind} (paused)" if k.paused else k.kind
         grid.add_row(name, *counts, show_age(k.oldest_pending_seconds))
     console().print(grid)
+    click.echo(describe_retention(retention))
 
 
 @click.command()

@@ -12,6 +12,7 @@ from venturi.cli.demo_command import demo_command
 from venturi.cli.flow import flow_commands
 from venturi.cli.jobs import job_commands
 from venturi.cli.ops import operation_commands
+from venturi.cli.schedules import schedule_commands
 from venturi.cli.support import CliState, QueueFactory, VenturiGroup
 from venturi.client import DEFAULT_PREFIX
 
@@ -104,6 +105,7 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
         *job_commands(),
         *admin_commands(),
         *flow_commands(),
+        *schedule_commands(),
         demo_command(),
     ]:
         group.add_command(command)

@@ -7,7 +7,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import click
 import psycopg
@@ -15,8 +15,10 @@ import psycopg
 from venturi import __version__
 from venturi.cli.support import DURATION, CliState, import_queue, pass_state
 from venturi.client import Queue
-from venturi.errors import VenturiError, first_line
+from venturi.errors import ConfigurationError, VenturiError, first_line
+from venturi.jsonlog import JsonFormatter
 from venturi.prefix import Prefix
+from venturi.retention import Retention
 from venturi.store import migrations
 
 
@@ -57,10 +59,27 @@ def sql_command(state: CliState, after: int) -> None:
     click.echo(script, nl=False)
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def _configure_logging(level: str, log_format: str = "text") -> None:
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
+def _retention_option(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> Retention | Literal[False] | None:
+    """--retention as a `Retention` (None for 'none'; False when not given: the queue's)."""
+    if value is None:
+        return False
+    if value.strip().lower() == "none":
+        return None
+    try:
+        return Retention.of(value)
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 def worker_command(embedded: bool) -> click.Command:
@@ -85,6 +104,13 @@ def worker_command(embedded: bool) -> click.Command:
         help="Longest idle sleep when no NOTIFY arrives.",
     )
     @click.option("--name", help="Worker name recorded in claimed_by (default host:pid:random).")
+    @click.option(
+        "--retention",
+        metavar="STATUS=AGE,...",
+        callback=_retention_option,
+        help="How long finished jobs are kept, e.g. completed=3d,dead=never (default: the "
+        "queue's; completed and cancelled 1d, dead 7d). 'none' keeps every job.",
+    )
     @click.option("--metrics-port", type=click.IntRange(0, 65535), help="Serve Prometheus metrics.")
     @click.option("--metrics-addr", default="0.0.0.0", show_default=True)
     @click.option(
@@ -99,6 +125,13 @@ def worker_command(embedded: bool) -> click.Command:
         type=click.Choice(["debug", "info", "warning", "error"]),
         default="info",
         show_default=True,
+    )
+    @click.option(
+        "--log-format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="json: one JSON object per line, with job_id, kind and run on job lines.",
     )
     @pass_state
     def worker(state: CliState, /, *, app: str | None = None, **options: Any) -> None:
@@ -131,16 +164,20 @@ def _run_worker(
     priority_floor: int | None,
     poll_interval: float,
     name: str | None,
+    retention: Retention | Literal[False] | None,
     metrics_port: int | None,
     metrics_addr: str,
     stop_timeout: float,
     log_level: str,
+    log_format: str,
 ) -> None:
-    _configure_logging(log_level)
+    _configure_logging(log_level, log_format)
     chosen = None if kinds is None else [k.strip() for k in kinds.split(",") if k.strip()]
     options: dict[str, Any] = {}
     if metrics_port is not None:
         options.update(metrics_port=metrics_port, metrics_addr=metrics_addr)
+    if retention is not False:
+        options["retention"] = retention
     worker = queue.worker(
         chosen,
         concurrency=concurrency,

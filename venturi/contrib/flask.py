@@ -13,8 +13,9 @@ def create_app() -> Flask:
     return app
 ```
 
-Every job runs inside ``app.app_context()``. The queue is built on first use in each
-process, so an app created before gunicorn forks is safe. Configuration (``app.config``):
+Every job runs inside ``app.app_context()`` (an ``async def`` job's coroutine too). The
+queue is built on first use in each process, so an app created before gunicorn forks is
+safe. Configuration (``app.config``):
 ``VENTURI_DSN``, ``VENTURI_LISTEN_DSN`` (where workers LISTEN when ``VENTURI_DSN`` leads
 to a transaction-pooling proxy), ``VENTURI_PREFIX``, ``VENTURI_POOL_SIZE``, ``VENTURI_STRICT``,
 ``VENTURI_MAX_PAYLOAD_BYTES`` and, for the opt-in in-process worker, ``VENTURI_WORKER``
@@ -49,8 +50,10 @@ from venturi.contrib.settings import (
     to_names,
     to_positive_seconds,
 )
+from venturi.coroutines import finish
 from venturi.models import NewJob
 from venturi.registry import JobFunction, JobOptions
+from venturi.schedule_registry import split_options
 from venturi.worker.runtime import Worker
 
 from .lazy import Handler, LazyQueue, Registry
@@ -144,7 +147,13 @@ class _AppState:
 
 
 def _build_queue(settings: FlaskSettings) -> Queue:
-    return Queue(settings.dsn, **settings.queue_options())
+    queue = Queue(settings.dsn, **settings.queue_options())
+    if settings.testing is not None:  # VENTURI_TESTING: tables made on first use
+        from venturi.testing import set_mode
+
+        queue.migrate()
+        set_mode(queue, settings.testing)
+    return queue
 
 
 def _in_context(app: Flask) -> Callable[[Handler], Handler]:
@@ -159,7 +168,8 @@ def _in_context(app: Flask) -> Callable[[Handler], Handler]:
             if app is None:
                 raise RuntimeError("the Flask app of this queue no longer exists")
             with app.app_context():
-                return func(*args, **kwargs)
+                # An async handler's coroutine runs here, inside the app context.
+                return finish(func(*args, **kwargs))
 
         return run
 
@@ -246,6 +256,15 @@ class Venturi:
         May be used before `init_app` (module-level decorators in an app factory setup).
         """
         return self.registry.job(self, kind, **options)
+
+    def periodic(self, kind: str, **options: Any) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
+        """Register a handler and its schedule like `Queue.periodic`, for every app."""
+        schedule, job_options = split_options(options)
+        return self.registry.periodic(self, kind, schedule, **job_options)
+
+    def schedule(self, kind: str, **options: Any) -> None:
+        """Add a schedule for a registered kind like `Queue.schedule`, for every app."""
+        self.registry.schedule(kind, **options)
 
     def enqueue(
         self,

@@ -18,8 +18,9 @@ from typing import Any, ParamSpec, TypeVar, Unpack
 import attrs
 
 from venturi.client import Queue
-from venturi.errors import ConfigurationError
+from venturi.errors import ConfigurationError, UnknownKind
 from venturi.registry import EnqueueTarget, JobDefinition, JobFunction, JobOptions
+from venturi.schedule_registry import schedule_for
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -44,6 +45,8 @@ class Registry:
 
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
+        # Schedules by name: (kind, `Queue.schedule` keywords), replayed after the jobs.
+        self._schedules: dict[str, tuple[str, dict[str, Any]]] = {}
         self._bound: list[tuple[weakref.ref[Queue], Wrap]] = []
         self._lock = threading.Lock()
 
@@ -76,14 +79,48 @@ class Registry:
 
         return register
 
+    def schedule(self, kind: str, **options: Any) -> None:
+        """Add a schedule for a registered kind, like `Queue.schedule` (checked now)."""
+        with self._lock:
+            entry = self._entries.get(kind)
+            if entry is None:
+                raise UnknownKind(f"schedule for kind {kind!r}: no handler is registered for it")
+            schedule = schedule_for(JobDefinition(kind, entry.func, **entry.options), **options)
+            if schedule.name in self._schedules:
+                raise ConfigurationError(f"schedule {schedule.name!r} already exists")
+            self._schedules[schedule.name] = (kind, options)
+            bound = self._live_bindings()
+        for queue, _ in bound:
+            queue.schedule(kind, **options)
+
+    def periodic(
+        self, target: EnqueueTarget, kind: str, schedule: dict[str, Any], **options: Any
+    ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
+        """Register a handler and a schedule for it, like `Queue.periodic`."""
+
+        def register(func: Callable[P, R]) -> JobFunction[P, R]:
+            # Both checked before either is kept: a bad schedule leaves no handler behind.
+            name = schedule_for(JobDefinition(kind, func, **options), **schedule).name
+            with self._lock:
+                if name in self._schedules:
+                    raise ConfigurationError(f"schedule {name!r} already exists")
+            function = self.job(target, kind, **options)(func)
+            self.schedule(kind, **schedule)
+            return function
+
+        return register
+
     def bind(self, queue: Queue, wrap: Wrap | None = None) -> None:
         """Register every job on ``queue`` (each handler through ``wrap``), and later ones."""
         chosen: Wrap = wrap if wrap is not None else _unwrapped
         with self._lock:
             entries = list(self._entries.values())
+            schedules = list(self._schedules.values())
             self._bound.append((weakref.ref(queue), chosen))
         for entry in entries:
             _register(queue, entry, chosen)
+        for kind, options in schedules:
+            queue.schedule(kind, **options)
 
     def _live_bindings(self) -> list[tuple[Queue, Wrap]]:
         live = [(ref(), wrap) for ref, wrap in self._bound]

@@ -18,8 +18,10 @@ from venturi.client import DEFAULT_PREFIX
 from venturi.durations import to_seconds
 from venturi.errors import ConfigurationError, InvalidJob
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from venturi.retention import DEFAULT_RETENTION, Retention
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+TESTING_MODES = ("inline", "manual")
 
 
 class SettingsError(ConfigurationError):
@@ -60,6 +62,9 @@ optional_str = _rule(_is_str, "a str or None", optional=True)
 filled_str = _rule(_is_filled_str, "a str, not empty")
 optional_filled_str = _rule(_is_filled_str, "a str, not empty, or None", optional=True)
 flag = _rule(lambda value: isinstance(value, bool), "True or False")
+testing_mode = _rule(
+    lambda value: value in TESTING_MODES, "'inline', 'manual' or None", optional=True
+)
 names = _rule(_is_names, "a list of names (not one str)")
 optional_names = _rule(_is_names, "a list of names (not one str) or None", optional=True)
 
@@ -80,6 +85,14 @@ def to_positive_seconds(value: Any) -> Any:
         return value
 
 
+def retention_value(settings: QueueSettings, field: attrs.Attribute[Any], value: Any) -> None:
+    """Refuse what `Retention.of` refuses, naming the key as it is spelled."""
+    try:
+        Retention.of(value)
+    except ConfigurationError as exc:
+        raise settings.error(f"{settings.key(field.name)}: {exc}") from None
+
+
 def positive_duration(settings: QueueSettings, field: attrs.Attribute[Any], value: Any) -> None:
     """Refuse what `to_positive_seconds` could not convert, with the duration rule broken."""
     if isinstance(value, float):
@@ -97,7 +110,13 @@ class QueueSettings:
 
     ``LISTEN_DSN``: where workers LISTEN when the queue's database is reached through a
     transaction-pooling proxy (the server itself); ``PREFIX``, ``POOL_SIZE``,
-    ``STRICT``, ``MAX_PAYLOAD_BYTES``: as for `venturi.Queue`.
+    ``STRICT``, ``MAX_PAYLOAD_BYTES``: as for `venturi.Queue`. ``RETENTION``: how long
+    workers keep finished jobs, as ``Queue(retention=...)`` takes it (a mapping such as
+    ``{"completed": "3d", "dead": None}``, text ``"completed=3d,dead=never"``, or None
+    to keep every job); default completed and cancelled 1 day, dead 7 days.
+    ``TESTING``: for test settings, ``"inline"`` (each job runs as it is enqueued) or
+    ``"manual"`` (jobs wait for ``drain``), see `venturi.testing`; the queue's tables are
+    then created on first use.
     """
 
     error: ClassVar[type[SettingsError]] = SettingsError
@@ -108,6 +127,8 @@ class QueueSettings:
     pool_size: int | None = attrs.field(default=None, validator=optional_positive_int)
     strict: bool = attrs.field(default=False, validator=flag)
     max_payload_bytes: int = attrs.field(default=DEFAULT_MAX_PAYLOAD_BYTES, validator=positive_int)
+    testing: str | None = attrs.field(default=None, validator=testing_mode)
+    retention: Any = attrs.field(default=DEFAULT_RETENTION, validator=retention_value)
 
     @classmethod
     def key(cls, name: str) -> str:
@@ -134,4 +155,5 @@ class QueueSettings:
             "pool_size": self.pool_size,
             "strict": self.strict,
             "max_payload_bytes": self.max_payload_bytes,
+            "retention": Retention.of(self.retention),
         }

@@ -48,6 +48,7 @@ class Enqueuer:
             "max_attempts": job.max_attempts,
             "dedup_key": job.dedup_key,
             "concurrency_key": job.concurrency_key,
+            "trace_context": job.trace_context_json,
         }
 
     def _check_size(self, job: NewJob) -> None:
@@ -163,6 +164,7 @@ class Enqueuer:
             "ats": [j.at for _, j in plain],
             "max_attempts": [j.max_attempts for _, j in plain],
             "concurrency_keys": [j.concurrency_key for _, j in plain],
+            "trace_contexts": [j.trace_context_json for _, j in plain],
         }
         if not deduped:
             self._first_row(conn, "enqueue_many", params)

@@ -31,7 +31,7 @@ from venturi.prefix import Prefix
 from venturi.store import migrations, retrying, sqlfiles
 from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn
 from venturi.store.notifier import PostgresNotifier
-from venturi.store.statements import check_batch, run_statement
+from venturi.store.statements import check_batch, run_read, run_statement
 
 
 class Housekeeping:
@@ -81,6 +81,14 @@ class Housekeeping:
     def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self.connection() as conn:
             return run_statement(conn, sqlfiles.query(name, self.prefix), params)
+
+    def _read(
+        self, name: str, params: dict[str, Any], conn: psycopg.Connection[Any] | None
+    ) -> list[tuple[Any, ...]]:
+        """`_fetch`, or the same read on ``conn`` (inside its transaction) if given."""
+        if conn is None:
+            return self._fetch(name, params)
+        return run_read(conn, sqlfiles.query(name, self.prefix), params)
 
     def next_visible_at(
         self, kinds: Sequence[str], priority_floor: int | None = None
@@ -158,12 +166,15 @@ class Housekeeping:
 
     # -- reading and housekeeping -----------------------------------------------------
 
-    def get(self, job_id: JobId) -> JobRecord | None:
-        rows = self._fetch("get", {"id": to_uuid(job_id)})
+    def get(self, job_id: JobId, conn: psycopg.Connection[Any] | None = None) -> JobRecord | None:
+        rows = self._read("get", {"id": to_uuid(job_id)}, conn)
         return JobRecord.from_row(rows[0]) if rows else None
 
-    def journal(self, job_id: JobId) -> list[JournalRecord]:
-        return [JournalRecord.from_row(r) for r in self._fetch("journal", {"id": to_uuid(job_id)})]
+    def journal(
+        self, job_id: JobId, conn: psycopg.Connection[Any] | None = None
+    ) -> list[JournalRecord]:
+        rows = self._read("journal", {"id": to_uuid(job_id)}, conn)
+        return [JournalRecord.from_row(r) for r in rows]
 
     def last_notes(self, job_ids: Sequence[JobId]) -> dict[ULID, str]:
         """Each job's latest non-empty journal note (jobs without one are left out)."""
@@ -206,6 +217,19 @@ class Housekeeping:
         kinds = tuple(attrs.evolve(k, paused=row[9]) for k, row in zip(kinds, rows, strict=True))
         taken_at = rows[0][8] if rows else self.now()
         return StatsSnapshot(kinds, taken_at)
+
+    def pending_jobs(
+        self, kind: str | None = None, conn: psycopg.Connection[Any] | None = None
+    ) -> list[JobRecord]:
+        """The jobs waiting to run (due or scheduled), of ``kind`` or all, oldest first;
+        read on ``conn`` when given, so a transaction sees the jobs it enqueued itself."""
+        rows = self._read("pending_jobs", {"kind": kind}, conn)
+        return [JobRecord.from_row(r) for r in rows]
+
+    def advance_clock(self, seconds: float, conn: psycopg.Connection[Any] | None = None) -> None:
+        """Move unfinished jobs ``seconds`` into the past, as if that much time had gone by:
+        pending jobs come due that much earlier and claims expire that much earlier."""
+        self._read("advance_clock", {"seconds": seconds}, conn)
 
     def cancel(self, job_id: JobId, note: str | None = None) -> bool:
         return bool(self._fetch("cancel", {"id": to_uuid(job_id), "note": note}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -22,6 +23,8 @@ from venturi.models import (
     StatsSnapshot,
 )
 from venturi.prefix import Prefix
+from venturi.retention import Retention
+from venturi.schedules import Firing, Schedule, ScheduleInfo, ScheduleState
 from venturi.settlements import BatchOutcome, Claim, Settlement
 
 
@@ -152,9 +155,13 @@ class Store(Protocol):
 
     def notify(self, payload: str) -> None: ...
 
-    def get(self, job_id: JobId) -> JobRecord | None: ...
+    def get(self, job_id: JobId, conn: Connection[Any] | None = None) -> JobRecord | None:
+        """The job, or None; with ``conn``, read inside that connection's transaction."""
+        ...
 
-    def journal(self, job_id: JobId) -> list[JournalRecord]: ...
+    def journal(self, job_id: JobId, conn: Connection[Any] | None = None) -> list[JournalRecord]:
+        """The job's runs, oldest first; with ``conn``, as `get`."""
+        ...
 
     def last_notes(self, job_ids: Sequence[JobId]) -> dict[ULID, str]:
         """Each job's latest non-empty journal note (jobs without one are left out)."""
@@ -175,5 +182,39 @@ class Store(Protocol):
     def requeue_dead(
         self, kind: str | None = None, note: str | None = None, batch: int = 1000
     ) -> int: ...
+
+    def pending_jobs(
+        self, kind: str | None = None, conn: Connection[Any] | None = None
+    ) -> list[JobRecord]:
+        """The jobs waiting to run (due or scheduled), oldest first (on ``conn`` if given)."""
+        ...
+
+    def advance_clock(self, seconds: float, conn: Connection[Any] | None = None) -> None:
+        """Move unfinished jobs ``seconds`` into the past (tests: `venturi.testing.advance`)."""
+        ...
+
+    def sync_schedules(self, schedules: Sequence[Schedule]) -> dict[str, str]:
+        """Make the schedule rows match ``schedules`` (others are marked inactive)."""
+        ...
+
+    def schedule_states(self, names: Sequence[str]) -> tuple[dict[str, ScheduleState], datetime]:
+        """The named schedules' rows and the database's clock."""
+        ...
+
+    def fire_schedule(self, schedule: Schedule, expected: datetime, firing: Firing) -> int | None:
+        """Enqueue a firing's slots and advance the row in one transaction, fenced on
+        ``expected``; the jobs inserted, or None when another worker fired first."""
+        ...
+
+    def schedules(self) -> list[ScheduleInfo]: ...
+
+    def trigger_schedule(self, name: str) -> ULID | None:
+        """Enqueue one run of a schedule now, outside its bookkeeping; None if unknown."""
+        ...
+
+    def prune(self, retention: Retention, stopping: threading.Event) -> dict[str, int] | None:
+        """Delete finished jobs past ``retention`` in short batches; None when another
+        session is pruning."""
+        ...
 
     def close(self) -> None: ...

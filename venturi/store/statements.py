@@ -10,12 +10,15 @@ from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 from psycopg.rows import tuple_row
+from psycopg.types.json import JsonbLoader, JsonLoader
 from psycopg_pool import ConnectionPool
 
 from venturi.errors import ConfigurationError
 from venturi.store import retrying
+
+JSONB_OID: Final = psycopg.postgres.types["jsonb"].oid
 
 T = TypeVar("T")
 
@@ -84,7 +87,25 @@ def run_statement(
     conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
 ) -> list[tuple[Any, ...]]:
     """Run one statement. Pool connections autocommit, or (a borrowed pool's) commit when
-    `ConnectionPool.connection` returns them, so each statement is its own transaction."""
+    `ConnectionPool.connection` returns them, so each statement is its own transaction.
+
+    JSON columns come back decoded even on a connection that loads them as text: Django's
+    own, which `venturi.contrib.django.testing` lends the store as its pool."""
     with conn.cursor(row_factory=tuple_row) as cur:
+        if conn.adapters.get_loader(JSONB_OID, pq.Format.TEXT) is not JsonbLoader:
+            cur.adapters.register_loader("jsonb", JsonbLoader)
+            cur.adapters.register_loader("json", JsonLoader)
+        cur.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+
+def run_read(
+    conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
+) -> list[tuple[Any, ...]]:
+    """`run_statement` on a caller's connection, inside its transaction, with JSON read as
+    venturi reads it: the caller may load it otherwise (Django loads jsonb as text)."""
+    with mapped_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        cur.adapters.register_loader("json", JsonLoader)
+        cur.adapters.register_loader("jsonb", JsonbLoader)
         cur.execute(query, params)
         return cur.fetchall() if cur.description else []

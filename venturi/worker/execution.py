@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 from venturi.backoff import delay_for
 from venturi.context import JobContext, activate, deactivate
+from venturi.coroutines import finish
 from venturi.errors import InvalidJob, InvalidPayload
 from venturi.models import JobRecord
 from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import JobDefinition
+from venturi.schedules import SLOT_PARAMETER, with_slot_time
 from venturi.settlements import Settlement
 
 logger = logging.getLogger("venturi.worker")
@@ -20,8 +23,9 @@ MAX_NOTE_CHARS = 16_000
 
 
 def job_extra(job: JobRecord) -> dict[str, Any]:
-    """Log-record fields for a job (``extra=``)."""
-    return {"job_id": str(job.id), "kind": job.kind, "attempt": job.run_count}
+    """Log-record fields for a job (``extra=``): its id, kind and run number (``attempt``
+    is the run number too, under the name earlier releases used)."""
+    return {"job_id": str(job.id), "kind": job.kind, "run": job.run_count, "attempt": job.run_count}
 
 
 def execute(definition: JobDefinition, ctx: JobContext) -> Settlement:
@@ -38,20 +42,24 @@ def execute(definition: JobDefinition, ctx: JobContext) -> Settlement:
 def _run_handler(definition: JobDefinition, ctx: JobContext) -> Settlement:
     """Call the handler in this thread and map what happened to a settlement.
 
-    Never raises for what the handler does; `BaseException`s that are not `Exception`s
-    (KeyboardInterrupt, SystemExit) propagate after being logged.
+    An ``async def`` handler's coroutine runs to completion here, on an event loop of
+    its own (`venturi.coroutines`). Never raises for what the handler does;
+    `BaseException`s that are not `Exception`s (KeyboardInterrupt, SystemExit) propagate.
     """
     job = ctx.job
     try:
         definition.check_payload(job.payload)
     except InvalidJob as exc:
         return Settlement.dead(note=str(exc))
+    arguments: Mapping[str, Any] = job.payload
+    if SLOT_PARAMETER in definition.signature.parameters:
+        arguments = with_slot_time(arguments)  # a schedule's slot, sent as ISO text
     token = activate(ctx)
     try:
         if definition.context:
-            result = definition.func(ctx, **job.payload)
+            result = finish(definition.func(ctx, **arguments))
         else:
-            result = definition.func(**job.payload)
+            result = finish(definition.func(**arguments))
     except Retry as exc:
         after = exc.after if exc.after is not None else _backoff(definition, job)
         return Settlement.retry(after, carry=exc.carry, note=_note(ctx, exc.note))

@@ -20,6 +20,9 @@ class Periodic:
     error briefly, anything else with its traceback) and tried again after a backoff
     capped at ``backoff_cap``. A fatal database error ends `run` by raising it, for the
     supervisor to stop the worker. `stop` interrupts the wait at once.
+
+    ``paced``: the first step runs at once, and each step returns the seconds to wait
+    before the next (at most ``interval``).
     """
 
     name: str
@@ -27,6 +30,7 @@ class Periodic:
     interval: float
     logger: logging.Logger
     backoff_cap: float = attrs.field(default=30.0, kw_only=True)
+    paced: bool = attrs.field(default=False, kw_only=True)
     backoff: retrying.Backoff = attrs.field(init=False)
     _stop: threading.Event = attrs.field(init=False, factory=threading.Event)
 
@@ -36,10 +40,13 @@ class Periodic:
 
     def run(self) -> None:
         failures = 0
-        while not self._stop.wait(self._delay(failures)):
+        wait = 0.0 if self.paced else self.interval
+        while not self._stop.wait(self.backoff.delay(failures) if failures else wait):
             try:
-                self.step()
+                asked = self.step()
                 failures = 0
+                paced = self.paced and isinstance(asked, float)
+                wait = min(self.interval, max(0.0, asked)) if paced else self.interval  # type: ignore[call-overload]
             except StoreUnavailable as exc:
                 failures += 1
                 self.logger.warning("%s: %s; retrying", self.name, exc)
@@ -48,9 +55,6 @@ class Periodic:
                     raise
                 failures += 1
                 self.logger.exception("%s step failed; retrying", self.name)
-
-    def _delay(self, failures: int) -> float:
-        return self.backoff.delay(failures) if failures else self.interval
 
     def stop(self) -> None:
         self._stop.set()

@@ -6,12 +6,10 @@ import enum
 import logging
 import os
 import queue
-import signal
 import threading
 import time
-import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from venturi.context import JobContext
 from venturi.errors import (
@@ -24,6 +22,8 @@ from venturi.errors import (
 from venturi.events import WorkerEvents
 from venturi.models import JobRecord
 from venturi.registry import JobDefinition
+from venturi.retention import Retention
+from venturi.schedules import Schedule
 from venturi.settlements import Settlement
 from venturi.store.protocol import Notifier, Store
 from venturi.worker.completer import Completer
@@ -37,8 +37,9 @@ from venturi.worker.options import check_options, default_name, heartbeat_every_
 from venturi.worker.periodic import Periodic
 from venturi.worker.prefetch import Prefetch
 from venturi.worker.reaper import Reaper
+from venturi.worker.scheduler import scheduling_loops
 from venturi.worker.settling import Settler
-from venturi.worker.supervision import Supervisor, join_by, run_hooks
+from venturi.worker.supervision import Supervisor, join_by, run_hooks, stop_signals
 
 logger = logging.getLogger("venturi.worker")
 
@@ -67,7 +68,8 @@ class Worker:
     than a claim round trip, up to ``max(32, 2 * concurrency)`` for quick ones; see
     `venturi.worker.prefetch`), ``heartbeat_interval`` (default a third of the shortest lease,
     and never more), ``reaper_interval`` (seconds between scans for expired leases),
-    ``completion_batch`` (completions per statement).
+    ``completion_batch`` (completions per statement). ``schedules`` are fired and
+    ``retention`` pruned by every worker together (`venturi.worker.scheduler`).
     """
 
     def __init__(
@@ -86,6 +88,8 @@ class Worker:
         completion_batch: int = 256,
         events: WorkerEvents | None = None,
         owner_pid: int | None = None,
+        schedules: Sequence[Schedule] = (),
+        retention: Retention | None = None,
     ) -> None:
         check_options(
             concurrency=concurrency,
@@ -109,6 +113,7 @@ class Worker:
         self.events = events or WorkerEvents()
         self.owner_pid = os.getpid() if owner_pid is None else owner_pid
         self.held = HeldJobs()
+        self.schedules, self.retention = list(schedules), retention
         # Called once when the worker has stopped (e.g. to close its metrics server).
         self.stop_hooks: list[Callable[[], None]] = []
         self._completion_batch = completion_batch
@@ -225,6 +230,14 @@ class Worker:
             ),
             Periodic("venturi-flow", flow.refresh, REFRESH_INTERVAL, logger),
         ]
+        periodics += scheduling_loops(
+            self.store,
+            self._side_store,
+            self.schedules,
+            self.retention,
+            stopping=self._stopping,
+            events=self.events,
+        )
         self._periodics = [(p, spawn(p.name, p.run)) for p in periodics]
         spawn("venturi-deadlines", self._deadlines.run)
         self._dispatcher = Dispatcher(
@@ -336,28 +349,12 @@ class Worker:
         from another thread) and restored on return.
         """
         requested = threading.Event()
-
-        def on_signal(signum: int, frame: types.FrameType | None) -> None:
-            if requested.is_set():
-                logger.warning("second signal: releasing running jobs now")
-                self._force.set()
-            else:
-                logger.info("signal %d: stopping gracefully", signum)
-                requested.set()
-
-        previous: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                previous[signum] = signal.signal(signum, on_signal)
-        try:
+        with stop_signals(requested, self._force):
             self.start()
             while not requested.wait(1.0):
                 if self._stopping.is_set():
                     break
             self.stop(timeout)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
         if self.failure is not None:
             raise WorkerFailed(
                 f"worker {self.name} stopped itself: {first_line(self.failure)}"

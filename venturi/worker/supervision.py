@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import collections
 import logging
+import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Final
+import types
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final
 
 import attrs
 
@@ -94,3 +97,30 @@ def run_hooks(hooks: Sequence[Callable[[], None]], owner: str) -> None:
             hook()
         except Exception:
             logger.exception("stop hook %r of %s failed", hook, owner)
+
+
+@contextmanager
+def stop_signals(requested: threading.Event, force: threading.Event) -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM set ``requested``, and a second one ``force``.
+
+    Installed only in the main thread (elsewhere a caller stops the worker itself), and
+    the previous handlers are restored on the way out.
+    """
+
+    def on_signal(signum: int, frame: types.FrameType | None) -> None:
+        if requested.is_set():
+            logger.warning("second signal: releasing running jobs now")
+            force.set()
+        else:
+            logger.info("signal %d: stopping gracefully", signum)
+            requested.set()
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, on_signal)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -47,3 +48,35 @@ def queue(orders_table: str, prefix: str) -> Iterator[Queue]:
         queue.migrate()
         yield queue
     connections.close_all()  # leaving override_settings closed the queue
+
+
+@pytest.fixture
+def shop(orders_table: str) -> Any:
+    """The example shop's tasks module (Django 6.0+), with no orders."""
+    from tests.contrib.django.shop import tasks
+    from tests.contrib.django.shop.models import Order
+
+    Order.objects.all().delete()
+    return tasks
+
+
+@pytest.fixture
+def signals() -> Iterator[list[tuple[str, str, str]]]:
+    """(signal, task name, status) of every ``django.tasks`` signal sent during the test."""
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+
+    seen: list[tuple[str, str, str]] = []
+
+    def receiver(name: str) -> Any:
+        def record(sender: Any, task_result: Any, **kwargs: Any) -> None:
+            seen.append((name, task_result.task.name, str(task_result.status)))
+
+        return record
+
+    names = {task_enqueued: "enqueued", task_started: "started", task_finished: "finished"}
+    handlers = {signal: receiver(name) for signal, name in names.items()}
+    for signal, handler in handlers.items():
+        signal.connect(handler)
+    yield seen
+    for signal, handler in handlers.items():
+        signal.disconnect(handler)

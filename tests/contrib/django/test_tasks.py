@@ -4,7 +4,6 @@ deferral and the task signals."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -15,7 +14,6 @@ pytest.importorskip("django.tasks")
 from django.db import transaction
 from django.tasks import TaskResultStatus, task_backends
 from django.tasks.exceptions import TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.test import Client
 from django.utils import timezone
 
@@ -25,39 +23,10 @@ from venturi.contrib.django.conf import SettingsError
 from venturi.contrib.django.tasks import TaskRunLost, task_kind
 
 
-@pytest.fixture
-def shop(orders_table: str) -> Any:
-    """The example shop's tasks module (importable once Django is set up)."""
-    from tests.contrib.django.shop import tasks
-    from tests.contrib.django.shop.models import Order
-
-    Order.objects.all().delete()
-    return tasks
-
-
 def _statuses() -> list[str]:
     from tests.contrib.django.shop.models import Order
 
     return list(Order.objects.values_list("status", flat=True))
-
-
-@pytest.fixture
-def signals() -> Iterator[list[tuple[str, str, str]]]:
-    seen: list[tuple[str, str, str]] = []
-
-    def receiver(name: str) -> Any:
-        def record(sender: Any, task_result: Any, **kwargs: Any) -> None:
-            seen.append((name, task_result.task.name, str(task_result.status)))
-
-        return record
-
-    names = {task_enqueued: "enqueued", task_started: "started", task_finished: "finished"}
-    handlers = {signal: receiver(name) for signal, name in names.items()}
-    for signal, handler in handlers.items():
-        signal.connect(handler)
-    yield seen
-    for signal, handler in handlers.items():
-        signal.disconnect(handler)
 
 
 def test_a_request_enqueues_a_task_with_its_order_and_a_worker_runs_it(
@@ -161,6 +130,6 @@ def test_backend_options_are_checked(orders_table: str) -> None:
 
     with pytest.raises(SettingsError, match="RETRIES"):
         VenturiBackend("bad", {"OPTIONS": {"RETRIES": 3}})
-    with pytest.raises(SettingsError, match="QUEUES"):
-        VenturiBackend("bad", {"QUEUES": []})
+    with pytest.raises(SettingsError, match="queue 'two words'"):
+        VenturiBackend("bad", {"QUEUES": ["two words"]})
     assert task_backends["default"].check() == []

@@ -19,8 +19,10 @@ from .queue import (
     enqueue_on_commit,
     get_queue,
     job,
+    periodic,
     registry,
     reset_queue,
+    schedule,
 )
 
 __all__ = [
@@ -34,8 +36,10 @@ __all__ = [
     "enqueue_on_commit",
     "get_queue",
     "job",
+    "periodic",
     "registry",
     "reset_queue",
+    "schedule",
 ]
 
 

@@ -32,7 +32,10 @@ class VenturiSettings(QueueSettings):
     proxy (the server itself; default: env ``VENTURI_LISTEN_DSN``, else the alias);
     ``PREFIX``: its table-name prefix; ``POOL_SIZE``, ``STRICT``, ``MAX_PAYLOAD_BYTES``:
     as for `venturi.Queue`; ``AUTODISCOVER``: module names imported from every installed
-    app before ``manage.py venturi`` runs, so their jobs are registered (``["jobs"]``).
+    app before ``manage.py venturi`` runs, so their jobs are registered (``["jobs"]``);
+    ``TESTING``: in test settings, ``"inline"`` or ``"manual"`` — the queue then works
+    on Django's own connection, inside a ``TestCase``'s transaction (see
+    `venturi.contrib.django.testing`).
     """
 
     error: ClassVar[type[settings_schema.SettingsError]] = SettingsError

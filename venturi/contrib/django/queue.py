@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, ParamSpec, TypeVar, Unpack
 
 import psycopg
+from asgiref.sync import async_to_sync
 from django.db import close_old_connections, connections, transaction
 from ulid import ULID
 
 from venturi.client import Queue
 from venturi.contrib.lazy import Handler, LazyQueue, Registry
 from venturi.registry import JobFunction, JobOptions
+from venturi.schedule_registry import split_options
 
 from .conf import VenturiSettings, connection_string
 
@@ -28,21 +31,42 @@ def _build() -> Queue:
     # The live settings_dict, not settings.DATABASES: Django's test runner points it at
     # the test database.
     settings_dict = connections[conf.database].settings_dict
+    if conf.testing is not None:
+        from .testing import testing_queue
+
+        return testing_queue(conf, connection_string(settings_dict))
     return Queue(connection_string(settings_dict), **conf.queue_options())
 
 
 def _fresh_connections(func: Handler) -> Handler:
-    """Run a job as Django runs a request: stale or broken connections closed around it."""
+    """Run a job as Django runs a request: stale or broken connections closed around it.
+
+    An ``async def`` job's coroutine runs as Django runs one from sync code (asgiref's
+    ``async_to_sync``, as ``Task.call`` does): on an event loop of its own, with its
+    ``sync_to_async`` calls (the async ORM's among them) back in this handler thread, on
+    the connections closed here.
+    """
 
     @functools.wraps(func)
     def run(*args: Any, **kwargs: Any) -> Any:
+        if any(c.in_atomic_block for c in connections.all(initialized_only=True)):
+            # Run inside the caller's transaction (drain or inline mode in a TestCase):
+            # closing a connection here would break that transaction.
+            return func(*args, **kwargs)
         close_old_connections()
         try:
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            if inspect.iscoroutine(result):
+                return async_to_sync(_awaited)(result)
+            return result
         finally:
             close_old_connections()
 
     return run
+
+
+async def _awaited(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    return await coroutine
 
 
 _lazy = LazyQueue(_build, registry, _fresh_connections)
@@ -106,6 +130,17 @@ def job(
     wrapped in ``close_old_connections()`` as Django wraps a request.
     """
     return registry.job(_target, kind, **options)
+
+
+def periodic(kind: str, **options: Any) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
+    """Register a handler and its schedule like `Queue.periodic` (usable at import)."""
+    schedule, job_options = split_options(options)
+    return registry.periodic(_target, kind, schedule, **job_options)
+
+
+def schedule(kind: str, **options: Any) -> None:
+    """Add a schedule for a kind registered with `job`, like `Queue.schedule`."""
+    registry.schedule(kind, **options)
 
 
 def enqueue(kind: str, payload: Mapping[str, Any] | None = None, **options: Any) -> ULID:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 from django.tasks import TaskContext, task
+
+from venturi import Pause
 
 from .models import Order
 
@@ -29,3 +33,29 @@ def flaky(context: TaskContext[Any, Any], order_id: int) -> int:
 @task()
 def broken() -> None:
     raise KeyError("always")
+
+
+@task()
+def quit_now() -> None:
+    raise SystemExit("the task called sys.exit")
+
+
+@task()
+def interrupt() -> None:
+    raise KeyboardInterrupt("stop this process")
+
+
+@task()
+async def ship_async(order_id: int) -> dict[str, Any]:
+    await asyncio.sleep(0)
+    # The async ORM runs its queries back in the handler thread (async_to_sync).
+    updated = await Order.objects.filter(pk=order_id).aupdate(status="shipped async")
+    return {"order": order_id, "updated": updated, "thread": threading.current_thread().name}
+
+
+@task(takes_context=True)
+async def snooze(context: TaskContext[Any, Any]) -> int:
+    await asyncio.sleep(0)
+    if context.attempt == 1:
+        raise Pause(after=0)
+    return context.attempt

@@ -1,4 +1,4 @@
-"""Running due jobs inline in the caller's thread (`Queue.drain`), for tests and scripts."""
+"""Running due jobs inline in the calling thread (`Queue.drain`), for tests and scripts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from venturi.context import JobContext
-from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError
 from venturi.models import JobRecord
 from venturi.registry import JobDefinition
@@ -17,6 +16,7 @@ from venturi.store.protocol import Store
 from venturi.worker.execution import execute
 from venturi.worker.options import default_name
 
+# How soon to look again when a due job is locked by someone else or held back by limits.
 DRAIN_RECHECK: Final = 0.05
 
 
@@ -24,10 +24,10 @@ def drain(
     store: Store,
     definitions: Mapping[str, JobDefinition],
     kinds: Sequence[str] | None,
-    wait_for: Duration,
+    wait_for: float,
 ) -> int:
-    """Run every due job of ``kinds`` (default: every registered kind) until none is
-    left, waiting up to ``wait_for`` seconds for jobs that come due; returns runs.
+    """Run every due job of ``kinds`` (default: all registered) until none is left, and
+    until ``wait_for`` seconds from now those that come due by then; returns runs.
 
     Kinds with limits, in this process's registrations or in the database, are claimed
     within them; paused kinds are not run.
@@ -39,14 +39,14 @@ def drain(
     leases = {k: definitions[k].lease for k in wanted}
     limited = {k for k in wanted if definitions[k].limits.limited}
     limited |= {state.kind for state in store.kinds() if state.limited}
-    deadline = time.monotonic() + to_seconds(wait_for, "wait_for")
+    deadline = time.monotonic() + wait_for
     name = f"drain:{default_name()}"
     pause = threading.Event()
     runs = 0
     while leases:
         jobs = store.claim(name, leases, 1, limited=limited)
         if jobs:
-            _run_claimed(store, definitions, jobs[0], leases[jobs[0].kind])
+            run_claimed(store, definitions[jobs[0].kind], jobs[0], leases[jobs[0].kind])
             runs += 1
             continue
         left = deadline - time.monotonic()
@@ -59,16 +59,15 @@ def drain(
     return runs
 
 
-def _run_claimed(
-    store: Store, definitions: Mapping[str, JobDefinition], job: JobRecord, lease: float
-) -> None:
+def run_claimed(store: Store, definition: JobDefinition, job: JobRecord, lease: float) -> None:
+    """Run one claimed job in this thread and settle it."""
     claim = Claim.of(job)
 
     def extend() -> bool:
         return store.extend_lease([(claim, lease)]).kept(job.id)
 
     try:
-        settlement = execute(definitions[job.kind], JobContext(job, extend=extend))
+        settlement = execute(definition, JobContext(job, extend=extend))
     except BaseException:
         # KeyboardInterrupt or SystemExit from the handler: hand the job back untouched.
         store.settle(claim, Settlement.release("drain interrupted"))

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "venturi"
+PACKAGE = Path(__file__).resolve().parents[2] / "venturi"
 MAX_LINES = 400
 # Tools and optional dependencies a plain `import venturi` must leave unloaded.
 TOOLS = ("click", "rich", "prometheus_client", "venturi.cli", "venturi.bench")

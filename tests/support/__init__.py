@@ -1,4 +1,8 @@
-"""Helpers shared by the tests: waiting for conditions and reaching the database."""
+"""Helpers shared by the tests: waiting for conditions and reaching the database.
+
+The package also holds the execution ledger (`tests.support.ledger`), the one worker
+process (`tests.support.worker_process`) and the fleet that starts it
+(`tests.support.fleet`)."""
 
 from __future__ import annotations
 
@@ -26,13 +30,18 @@ _counter = itertools.count()
 
 
 def wait_until(
-    predicate: Callable[[], T], timeout: float = 30.0, interval: float = 0.02, what: str = ""
+    predicate: Callable[[], T | None],
+    timeout: float = 30.0,
+    interval: float = 0.02,
+    what: str = "",
 ) -> T:
-    """Poll ``predicate`` until it returns something truthy; fail saying what never happened."""
+    """Poll ``predicate`` until it returns something truthy, and return that; fail saying
+    what never happened. The suite's one way to wait: a predicate whose answer may be a
+    falsy value (a latency of 0.0) wraps it, ``(seconds,)``."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
-        if value:
+        if value is not None and value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")

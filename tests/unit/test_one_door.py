@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "venturi"
+PACKAGE = Path(__file__).resolve().parents[2] / "venturi"
 # Modules behind the door: the SQL loader and the store built on it.
 BEHIND_THE_DOOR = frozenset({"venturi.store.sqlfiles", "venturi.store.postgres"})
 

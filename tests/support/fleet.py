@@ -1,4 +1,4 @@
-"""Starting, signalling and reading the logs of worker processes (`worker_proc`)."""
+"""Starting, signalling and reading the logs of worker processes (`worker_process`)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,21 @@ _serial = itertools.count(1)
 
 
 class WorkerProcess:
-    """One ``python -m tests.faults.worker_proc`` child with its log in a file."""
+    """One ``python -m tests.support.worker_process`` child; its stdout and stderr go to
+    one log file."""
 
     def __init__(self, dsn: str, prefix: str, log_dir: Path, **options: Any) -> None:
         self.name = f"{options.pop('label', 'w')}{next(_serial)}"
         self.log_path = log_dir / f"{self.name}.log"
-        args = [sys.executable, "-m", "tests.faults.worker_proc", dsn, prefix, "--name", self.name]
+        args = [
+            sys.executable,
+            "-m",
+            "tests.support.worker_process",
+            dsn,
+            prefix,
+            "--name",
+            self.name,
+        ]
         for key, value in options.items():
             if value is not None:
                 args += [f"--{key.replace('_', '-')}", str(value)]
@@ -53,6 +62,18 @@ class WorkerProcess:
             return f"worker {self.name} started" in self.log()
 
         wait_until(started, timeout, interval=0.05, what=f"{self.name} to start")
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the worker listens (it printed ``ready``): from then on an
+        enqueue wakes it without waiting for a poll."""
+
+        def ready() -> bool:
+            lines = self.log().splitlines()
+            if "not listening" in lines or self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} never listened:\n{self.log()}")
+            return "ready" in lines
+
+        wait_until(ready, timeout, interval=0.05, what=f"{self.name} to listen")
 
     @property
     def alive(self) -> bool:

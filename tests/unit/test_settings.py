@@ -32,6 +32,9 @@ BAD_VALUES = [
     ("prefix", None),
     ("listen_dsn", ""),
     ("listen_dsn", 5432),
+    ("testing", "eager"),
+    ("testing", True),
+    ("testing", ""),
 ]
 
 GOOD_VALUES = [
@@ -42,6 +45,9 @@ GOOD_VALUES = [
     ("prefix", "jobs"),
     ("listen_dsn", None),
     ("listen_dsn", "host=db"),
+    ("testing", None),
+    ("testing", "inline"),
+    ("testing", "manual"),
 ]
 
 

@@ -1,5 +1,8 @@
 """The execution ledger: every handler run records itself, outside venturi, in SQL.
 
+The one ledger of the suite: in-process workers, the worker processes of
+`tests.support.worker_process` and the fault scenarios all register the kinds below.
+
 Handlers write on a connection of their own (autocommit, one per handler thread), so a
 run leaves its row even if its worker is killed a moment later. Each execution carries a
 random token and the writes are idempotent, so a write retried after a dropped reply
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import threading
 import time
 import uuid
@@ -23,6 +27,9 @@ from venturi.registry import JobOptions
 
 WORK_KIND: Final = "fault.work"
 GIL_KIND: Final = "fault.gil"
+HANG_KIND: Final = "test.hang"
+STUBBORN_KIND: Final = "test.stubborn"
+SUICIDE_KIND: Final = "test.suicide"
 _RETRY_FOR: Final = 120.0
 
 
@@ -151,6 +158,25 @@ def register(queue: venturi.Queue, ledger: Ledger, *, lease: float, max_attempts
             time.sleep(seconds)
         ledger.finished(ctx, token)
         return ctx.attempt
+
+    @queue.job(HANG_KIND, **policy)
+    def hang(ctx: venturi.JobContext) -> None:
+        """Run until asked to stop, then pause with a checkpoint."""
+        ledger.started(ctx)
+        ctx.stopping.wait()
+        raise venturi.Pause(carry={"stopped_in": os.getpid()}, note="stopping")
+
+    @queue.job(STUBBORN_KIND, **policy)
+    def stubborn(ctx: venturi.JobContext) -> None:
+        """Ignore ``stopping``: only a second signal gets rid of this run."""
+        ledger.started(ctx)
+        threading.Event().wait()
+
+    @queue.job(SUICIDE_KIND, **policy)
+    def suicide(ctx: venturi.JobContext) -> None:
+        """Kill the worker process in the middle of the run."""
+        ledger.started(ctx)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     @queue.job(GIL_KIND, **policy)
     def gil(ctx: venturi.JobContext, seconds: float = 0.0) -> int:

@@ -1,0 +1,41 @@
+"""The benchmark's in-process ledger and percentiles, and per-queue metric registries:
+pure logic, no database."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from venturi.bench.support import BenchFailure, Ledger, percentile
+from venturi.metrics import QueueMetrics
+
+
+def test_ledger_catches_a_job_run_twice_or_never() -> None:
+    ledger = Ledger()
+    ledger.reset(3)
+    for n in (0, 1, 1):
+        ledger.record(n)
+    with pytest.raises(BenchFailure, match=r"jobs \[1\] ran more than once"):
+        ledger.check(3, "drain")
+    ledger.reset(3)
+    ledger.record(0)
+    with pytest.raises(BenchFailure, match="2 of 3 jobs never ran"):
+        ledger.check(3, "drain")
+    ledger.record(1)
+    ledger.record(2)
+    assert ledger.wait(0)
+    ledger.check(3, "drain")
+
+
+def test_percentile_interpolates() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 0.5) == pytest.approx(50.5, abs=0.1)
+    assert percentile(values, 0.99) == pytest.approx(99.0, abs=0.1)
+    assert percentile([3.0], 0.99) == 3.0
+
+
+def test_registries_are_per_queue() -> None:
+    first, second = QueueMetrics(), QueueMetrics()  # the same names, no collision
+    assert first.registry is not second.registry
+    own = CollectorRegistry()
+    assert QueueMetrics(registry=own).registry is own

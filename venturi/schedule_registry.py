@@ -1,0 +1,155 @@
+"""Registering schedules on a `Queue`: ``periodic`` (a handler and its schedule) and
+``schedule`` (another schedule for a registered kind)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar, Unpack, cast
+
+from venturi.durations import Duration
+from venturi.errors import ConfigurationError, InvalidJob, UnknownKind
+from venturi.registry import EnqueueTarget, JobDefinition, JobFunction, JobOptions
+from venturi.schedules import DEFAULT_MAX_CATCH_UP, SLOT_PARAMETER, CatchUp, Schedule, timing_of
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def schedule_for(
+    definition: JobDefinition,
+    *,
+    cron: str | None = None,
+    every: Duration | str | None = None,
+    tz: str | None = None,
+    name: str | None = None,
+    payload: Mapping[str, Any] | None = None,
+    catch_up: CatchUp = "latest",
+    max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+) -> Schedule:
+    """A checked schedule of ``definition``'s kind; raises `ConfigurationError` (or
+    `InvalidJob` for a payload that does not fit the handler) before anything is written."""
+    timing = timing_of(cron, every, tz)
+    if payload is not None and not isinstance(payload, Mapping):
+        raise InvalidJob(f"schedule payload must be a dict, got {type(payload).__name__}")
+    fixed = dict(payload or {})
+    takes_slot = SLOT_PARAMETER in definition.signature.parameters
+    if SLOT_PARAMETER in fixed:
+        raise InvalidJob(
+            f"schedule payload must not set {SLOT_PARAMETER!r}: each slot's time fills it"
+        )
+    # The slot's time stands in for the real one while the payload is checked.
+    definition.check_payload({**fixed, SLOT_PARAMETER: ""} if takes_slot else fixed)
+    return Schedule(
+        definition.kind if name is None else name,
+        definition.kind,
+        timing,
+        payload=fixed,
+        catch_up=catch_up,
+        max_catch_up=max_catch_up,
+        with_slot=takes_slot,
+        priority=definition.priority,
+        max_attempts=definition.max_attempts,
+    )
+
+
+SCHEDULE_OPTIONS = frozenset(("cron", "every", "tz", "name", "payload", "catch_up", "max_catch_up"))
+
+
+def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``periodic``'s keywords as (the schedule's, the job's)."""
+    schedule = {k: v for k, v in options.items() if k in SCHEDULE_OPTIONS}
+    return schedule, {k: v for k, v in options.items() if k not in SCHEDULE_OPTIONS}
+
+
+class ScheduleRegistry:
+    """`Queue`'s schedule registration (a mixin over its job registry)."""
+
+    definitions: dict[str, JobDefinition]
+    schedules: dict[str, Schedule]
+    _lock: threading.Lock
+
+    def periodic(
+        self,
+        kind: str,
+        *,
+        cron: str | None = None,
+        every: Duration | str | None = None,
+        tz: str | None = None,
+        name: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+        catch_up: CatchUp = "latest",
+        max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+        **options: Unpack[JobOptions],
+    ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
+        """Register the decorated function as ``kind``'s handler (any `Queue.job` option)
+        and a schedule for it, named ``name`` (default ``kind``); see `schedule`."""
+
+        def register(func: Callable[P, R]) -> JobFunction[P, R]:
+            definition = JobDefinition(kind, func, **options)
+            schedule = schedule_for(
+                definition,
+                cron=cron,
+                every=every,
+                tz=tz,
+                name=name,
+                payload=payload,
+                catch_up=catch_up,
+                max_catch_up=max_catch_up,
+            )
+            with self._lock:
+                self._check_free(schedule.name)
+                if kind in self.definitions:
+                    raise ConfigurationError(f"kind {kind!r} is already registered")
+                self.definitions[kind] = definition
+                self.schedules[schedule.name] = schedule
+            return JobFunction(cast(EnqueueTarget, self), definition, func)
+
+        return register
+
+    def schedule(
+        self,
+        kind: str,
+        *,
+        cron: str | None = None,
+        every: Duration | str | None = None,
+        tz: str | None = None,
+        name: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+        catch_up: CatchUp = "latest",
+        max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+    ) -> Schedule:
+        """Add a schedule for the registered ``kind``: a job with ``payload`` at every slot.
+
+        ``cron``: a 5-field expression (or ``@hourly``, ``@daily``, ...) in ``tz`` (a
+        zoneinfo name, default UTC); ``every``: a fixed interval of at least 1 s (seconds,
+        a timedelta or text like ``"30s"``). Exactly one of them. A handler with a
+        ``scheduled_at`` parameter receives the slot's time (aware, UTC). After downtime,
+        ``catch_up`` enqueues the ``"latest"`` missed slot, ``"all"`` of them (at most
+        ``max_catch_up``, the most recent) or ``"none"``. Workers started later fire it,
+        each slot exactly once. Raises `UnknownKind`, `ConfigurationError` or `InvalidJob`
+        (a payload that does not fit the handler).
+        """
+        definition = self.definitions.get(kind)
+        if definition is None:
+            raise UnknownKind(f"schedule for kind {kind!r}: no handler is registered for it")
+        schedule = schedule_for(
+            definition,
+            cron=cron,
+            every=every,
+            tz=tz,
+            name=name,
+            payload=payload,
+            catch_up=catch_up,
+            max_catch_up=max_catch_up,
+        )
+        with self._lock:
+            self._check_free(schedule.name)
+            self.schedules[schedule.name] = schedule
+        return schedule
+
+    def _check_free(self, name: str) -> None:
+        if name in self.schedules:
+            raise ConfigurationError(
+                f"schedule {name!r} already exists; give the new one its own name="
+            )

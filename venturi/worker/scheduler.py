@@ -1,0 +1,152 @@
+"""The worker's part in schedules: firing due slots, and pruning when a retention slot
+falls to it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import attrs
+
+from venturi.events import WorkerEvents
+from venturi.retention import Retention
+from venturi.schedules import Schedule
+from venturi.store.protocol import Store
+from venturi.worker.periodic import Periodic
+
+logger = logging.getLogger("venturi.scheduler")
+
+# The longest a scheduler sleeps without looking at its rows again.
+LONGEST_WAIT: Final = 30.0
+# Sleeping a hair past a slot, so the database clock has reached it on waking.
+SLOT_MARGIN: Final = 0.002
+# How often an idle pruner looks whether a retention slot has asked it to run.
+PRUNER_POLL: Final = 0.5
+
+
+@attrs.define(eq=False)
+class Scheduler:
+    """`run_once` fires this worker's due schedules and returns seconds until the next
+    slot. Its first run makes the schedule rows match the code (`Store.sync_schedules`).
+
+    Every worker runs one; none leads. A slot's firing is fenced in SQL on the row's next
+    slot, so when several see it due, one enqueues it and the others write nothing. A
+    worker fires only rows whose fingerprint is its own schedule's: after a deploy that
+    changed a schedule, workers still running the old code leave it to the new.
+    """
+
+    store: Store
+    schedules: Sequence[Schedule]
+    # Called when this worker fired a built-in schedule (the retention's).
+    run_builtin: Callable[[Schedule], None] = attrs.field(default=lambda _: None)
+    events: WorkerEvents = attrs.field(factory=WorkerEvents)
+    _synced: bool = attrs.field(default=False, init=False)
+
+    def run_once(self) -> float:
+        if not self._synced:
+            changes = self.store.sync_schedules(self.schedules)
+            builtin = {s.name for s in self.schedules if s.builtin}
+            for name, change in sorted(changes.items()):
+                level = logging.DEBUG if name in builtin else logging.INFO
+                logger.log(level, "schedule %s %s", name, change)
+            self._synced = True
+        if not self.schedules:
+            return LONGEST_WAIT
+        states, now = self.store.schedule_states([s.name for s in self.schedules])
+        wait = LONGEST_WAIT
+        for schedule in self.schedules:
+            state = states.get(schedule.name)
+            if state is None:
+                self._synced = False  # the row went away (a dropped table?): write it again
+                continue
+            if not state.active or state.fingerprint != schedule.fingerprint:
+                continue
+            next_slot = state.next_slot
+            if next_slot <= now:
+                firing = schedule.plan(next_slot, now)
+                jobs = self.store.fire_schedule(schedule, next_slot, firing)
+                if jobs is not None:
+                    self._fired(schedule, firing.slots, jobs)
+                next_slot = firing.next_slot
+            wait = min(wait, (next_slot - now).total_seconds() + SLOT_MARGIN)
+        return max(0.0, wait)
+
+    def _fired(self, schedule: Schedule, slots: Sequence[object], jobs: int) -> None:
+        self.events.schedule_fired(schedule.name, jobs)
+        if schedule.builtin:
+            self.run_builtin(schedule)
+            return
+        level = logging.INFO if jobs else logging.DEBUG
+        logger.log(
+            level,
+            "schedule %s fired %d job(s) of %s for %s",
+            schedule.name,
+            jobs,
+            schedule.kind,
+            ", ".join(str(s) for s in slots) or "no slot (missed slots skipped)",
+            extra={"schedule": schedule.name, "kind": schedule.kind},
+        )
+
+
+@attrs.define(eq=False)
+class Pruner:
+    """Deletes finished jobs past the retention when a retention slot asked for it.
+
+    `request` comes from the scheduler's thread; `run_once` prunes in the pruner's own
+    thread (a prune of many rows must not hold up firing). One session at a time prunes a
+    prefix (an advisory lock), so an overlong prune never runs twice at once.
+    """
+
+    store: Store
+    retention: Retention
+    stopping: threading.Event
+    events: WorkerEvents = attrs.field(factory=WorkerEvents)
+    _requested: threading.Event = attrs.field(factory=threading.Event, init=False)
+
+    def request(self, _schedule: Schedule | None = None) -> None:
+        self._requested.set()
+
+    def run_once(self) -> dict[str, int] | None:
+        if not self._requested.is_set():
+            return None
+        self._requested.clear()
+        deleted = self.store.prune(self.retention, self.stopping)
+        for status, count in (deleted or {}).items():
+            self.events.jobs_pruned(status, count)
+        if deleted is None:
+            logger.info("retention: another session is pruning; skipped")
+        elif any(deleted.values()):
+            logger.info(
+                "retention deleted %s (keeping %s)",
+                ", ".join(f"{n} {status}" for status, n in deleted.items()),
+                self.retention.describe(),
+                extra={"deleted": deleted},
+            )
+        return deleted
+
+
+def scheduling_loops(
+    store: Store,
+    side_store: Store,
+    schedules: Sequence[Schedule],
+    retention: Retention | None,
+    *,
+    stopping: threading.Event,
+    events: WorkerEvents,
+) -> list[Periodic]:
+    """The scheduler's loop (on ``side_store``, beside the heartbeat) and, when the
+    retention deletes anything, the pruner's (on ``store``: a prune holds a connection)."""
+    loops = []
+    wanted = list(schedules)
+    pruner = None
+    if retention is not None and retention.prunes:
+        pruner = Pruner(store, retention, stopping, events)
+        wanted.append(retention.schedule())
+        loops.append(Periodic("venturi-pruner", pruner.run_once, PRUNER_POLL, logger))
+    scheduler = Scheduler(side_store, wanted, pruner.request if pruner else lambda _: None, events)
+    loops.insert(
+        0, Periodic("venturi-scheduler", scheduler.run_once, LONGEST_WAIT, logger, paced=True)
+    )
+    return loops
