@@ -66,6 +66,7 @@ class Ledger:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._opened: list[psycopg.Connection[Any]] = []
+        self._closed = False
 
     def _write(self, query: sql.Composed, params: tuple[Any, ...]) -> None:
         deadline = time.monotonic() + _RETRY_FOR
@@ -76,7 +77,15 @@ class Ledger:
                     conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=3)
                     self._local.conn = conn
                     with self._lock:
-                        self._opened.append(conn)
+                        late = self._closed
+                        if not late:
+                            self._opened.append(conn)
+                    if late:
+                        # A handler still running after `close` (its worker's stop timed
+                        # out) records its run on a connection of its own, closed at once.
+                        with conn:
+                            conn.execute(query, params)
+                        return
                 conn.execute(query, params)
                 return
             except psycopg.OperationalError:
@@ -90,6 +99,7 @@ class Ledger:
     def close(self) -> None:
         """Close every connection the handler threads opened."""
         with self._lock:
+            self._closed = True
             opened, self._opened = self._opened, []
         for conn in opened:
             conn.close()

@@ -29,7 +29,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--name", default=None, help="worker name (default: host:pid:random)")
     parser.add_argument("--kinds", default="", help="comma-separated kinds (default: all)")
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--pool-size", type=int, default=None, help="default: concurrency + 4")
+    parser.add_argument("--pool-size", type=int, default=4)
     parser.add_argument("--pool-timeout", type=float, default=10.0)
     parser.add_argument("--lease", type=float, default=2.0)
     parser.add_argument("--max-attempts", type=int, default=25)
@@ -50,9 +50,8 @@ def announce_ready(worker: venturi.Worker) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
-    pool_size = args.pool_size if args.pool_size is not None else args.concurrency + 4
     queue = venturi.Queue(
-        args.dsn, prefix=args.prefix, pool_size=pool_size, pool_timeout=args.pool_timeout
+        args.dsn, prefix=args.prefix, pool_size=args.pool_size, pool_timeout=args.pool_timeout
     )
     ledger = Ledger(args.dsn, args.prefix, args.name or "unnamed")
     register(queue, ledger, lease=args.lease, max_attempts=args.max_attempts)

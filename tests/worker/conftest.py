@@ -55,7 +55,14 @@ def fleet(database_dsn: str, queue: Queue, tmp_path: Path) -> Iterator[Fleet]:
     process is stopped at teardown, before the ledger and the prefix's tables go."""
     ledger.create(database_dsn, queue.prefix)
     processes = Fleet(
-        database_dsn, queue.prefix, tmp_path, lease=30, reaper_interval=0.2, stop_timeout=30
+        database_dsn,
+        queue.prefix,
+        tmp_path,
+        concurrency=2,
+        pool_size=6,
+        lease=30,
+        reaper_interval=0.2,
+        stop_timeout=30,
     )
     yield processes
     processes.close()

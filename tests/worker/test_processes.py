@@ -144,7 +144,10 @@ def test_a_second_signal_releases_running_jobs_at_once(
 def test_two_processes_of_four_threads_complete_2000_jobs_exactly_once(
     queue: Queue, probe: Probe, fleet: Fleet
 ) -> None:
-    workers = [fleet.spawn(kinds=ledger.WORK_KIND, concurrency=4, wait=False) for _ in range(2)]
+    workers = [
+        fleet.spawn(kinds=ledger.WORK_KIND, concurrency=4, pool_size=8, wait=False)
+        for _ in range(2)
+    ]
     for child in workers:
         child.wait_ready()
     queue.enqueue_many([NewJob(ledger.WORK_KIND, {}) for _ in range(2000)])
