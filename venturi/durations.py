@@ -10,8 +10,8 @@ from typing import Final
 from venturi.errors import InvalidJob
 
 Duration = int | float | timedelta
-_TEXT: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.ASCII)
-_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
+_TEXT_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)", re.ASCII)
+_UNIT_SECONDS: Final = {"ms": 0.001, "s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 
 
 def to_seconds(value: Duration, field: str, *, allow_zero: bool = True) -> float:
@@ -32,16 +32,29 @@ def to_seconds(value: Duration, field: str, *, allow_zero: bool = True) -> float
     return seconds
 
 
+def text_seconds(text: str, *, milliseconds: bool = True) -> float | None:
+    """Seconds in compact duration text — ``250ms``, ``30s``, ``5m``, ``1h30m``, ``2d``,
+    ``1w`` (``ms`` only with ``milliseconds``) — or None when ``text`` is not such text.
+    The one parser of duration text: the API, the CLI and `venturi.testing` each add
+    their own spelling rules around it."""
+    parts = _TEXT_PART.findall(text)
+    if not text or "".join(number + unit for number, unit in parts) != text:
+        return None
+    if not milliseconds and any(unit == "ms" for _, unit in parts):
+        return None
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
 def text_or_seconds(value: Duration | str, field: str, *, allow_zero: bool = True) -> float:
     """`to_seconds`, and text such as ``30s``, ``5m``, ``12h``, ``3d`` or ``1w`` too."""
     if isinstance(value, str):
-        match = _TEXT.fullmatch(value.strip().lower())
-        if match is None:
+        seconds = text_seconds("".join(value.split()).lower(), milliseconds=False)
+        if seconds is None:
             raise InvalidJob(
                 f"{field} must be seconds, a timedelta or text such as '30s', '5m', '12h', "
                 f"'3d' or '1w', got {value!r}"
             )
-        value = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        value = seconds
     return to_seconds(value, field, allow_zero=allow_zero)
 
 

@@ -110,39 +110,31 @@ def validate_max_attempts(value: object) -> int:
     return value
 
 
-def _validate_dedup_key(value: object) -> str | None:
+def _validate_key(value: object, field: str, longest: int) -> str | None:
+    """Return ``value`` if it is None or a usable key (1 to ``longest`` characters of
+    valid Unicode without NUL); raise `InvalidJob` naming ``field`` otherwise."""
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InvalidJob(f"dedup_key must be a str or None, got {type(value).__name__}")
-    if not value or len(value) > MAX_DEDUP_KEY_LENGTH or "\x00" in value:
+        raise InvalidJob(f"{field} must be a str or None, got {type(value).__name__}")
+    if not value or len(value) > longest or "\x00" in value:
         raise InvalidJob(
-            f"dedup_key must be 1 to {MAX_DEDUP_KEY_LENGTH} characters without NUL, "
-            f"got {len(value)} characters"
+            f"{field} must be 1 to {longest} characters without NUL, got {len(value)} characters"
         )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidJob("dedup_key is not valid Unicode (a lone surrogate?)") from None
+        raise InvalidJob(f"{field} is not valid Unicode (a lone surrogate?)") from None
     return value
+
+
+def _validate_dedup_key(value: object) -> str | None:
+    return _validate_key(value, "dedup_key", MAX_DEDUP_KEY_LENGTH)
 
 
 def validate_concurrency_key(value: object) -> str | None:
     """Return ``value`` if it is None or a usable concurrency key; raise `InvalidJob`."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidJob(f"concurrency_key must be a str or None, got {type(value).__name__}")
-    if not value or len(value) > MAX_CONCURRENCY_KEY_LENGTH or "\x00" in value:
-        raise InvalidJob(
-            f"concurrency_key must be 1 to {MAX_CONCURRENCY_KEY_LENGTH} characters without "
-            f"NUL, got {len(value)} characters"
-        )
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidJob("concurrency_key is not valid Unicode (a lone surrogate?)") from None
-    return value
+    return _validate_key(value, "concurrency_key", MAX_CONCURRENCY_KEY_LENGTH)
 
 
 def _validate_on_duplicate(value: object) -> OnDuplicate:

@@ -85,24 +85,19 @@ class ScheduleRegistry:
         """Register the decorated function as ``kind``'s handler (any `Queue.job` option)
         and a schedule for it, named ``name`` (default ``kind``); see `schedule`."""
 
+        timing: dict[str, Any] = {
+            "cron": cron,
+            "every": every,
+            "tz": tz,
+            "name": name,
+            "payload": payload,
+            "catch_up": catch_up,
+            "max_catch_up": max_catch_up,
+        }
+
         def register(func: Callable[P, R]) -> JobFunction[P, R]:
             definition = JobDefinition(kind, func, **options)
-            schedule = schedule_for(
-                definition,
-                cron=cron,
-                every=every,
-                tz=tz,
-                name=name,
-                payload=payload,
-                catch_up=catch_up,
-                max_catch_up=max_catch_up,
-            )
-            with self._lock:
-                self._check_free(schedule.name)
-                if kind in self.definitions:
-                    raise ConfigurationError(f"kind {kind!r} is already registered")
-                self.definitions[kind] = definition
-                self.schedules[schedule.name] = schedule
+            self._add(definition, timing, register_kind=True)
             return JobFunction(cast(EnqueueTarget, self), definition, func)
 
         return register
@@ -133,23 +128,31 @@ class ScheduleRegistry:
         definition = self.definitions.get(kind)
         if definition is None:
             raise UnknownKind(f"schedule for kind {kind!r}: no handler is registered for it")
-        schedule = schedule_for(
-            definition,
-            cron=cron,
-            every=every,
-            tz=tz,
-            name=name,
-            payload=payload,
-            catch_up=catch_up,
-            max_catch_up=max_catch_up,
-        )
+        timing: dict[str, Any] = {
+            "cron": cron,
+            "every": every,
+            "tz": tz,
+            "name": name,
+            "payload": payload,
+            "catch_up": catch_up,
+            "max_catch_up": max_catch_up,
+        }
+        return self._add(definition, timing, register_kind=False)
+
+    def _add(
+        self, definition: JobDefinition, timing: dict[str, Any], *, register_kind: bool
+    ) -> Schedule:
+        """Check ``timing`` against ``definition`` and record the schedule (and, for
+        `periodic`, the kind's handler) under the lock, or raise and record nothing."""
+        schedule = schedule_for(definition, **timing)
         with self._lock:
-            self._check_free(schedule.name)
+            if schedule.name in self.schedules:
+                raise ConfigurationError(
+                    f"schedule {schedule.name!r} already exists; give the new one its own name="
+                )
+            if register_kind:
+                if definition.kind in self.definitions:
+                    raise ConfigurationError(f"kind {definition.kind!r} is already registered")
+                self.definitions[definition.kind] = definition
             self.schedules[schedule.name] = schedule
         return schedule
-
-    def _check_free(self, name: str) -> None:
-        if name in self.schedules:
-            raise ConfigurationError(
-                f"schedule {name!r} already exists; give the new one its own name="
-            )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import Any, Final
@@ -15,6 +14,7 @@ import click
 import psycopg
 
 from venturi.client import DEFAULT_PREFIX, Queue
+from venturi.durations import text_seconds
 from venturi.errors import ConfigurationError, InvalidJob, VenturiError, first_line
 from venturi.models import JobRecord, to_uuid
 from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn, scrub
@@ -22,8 +22,6 @@ from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn, scrub
 QueueFactory = Callable[[], Queue]
 
 # Seconds per unit; a duration is one or more number+unit parts such as `90s` or `1h30m`.
-_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _CLI_POOL_SIZE: Final = 2
 
 
@@ -38,10 +36,10 @@ def parse_duration(text: str) -> float:
         if seconds >= 0 and seconds != float("inf"):
             return seconds
         raise ValueError(f"{text!r} is not a duration: it must be finite and not negative")
-    parts = _PART.findall(value)
-    if not parts or "".join(n + u for n, u in parts) != value:
+    from_text = text_seconds(value)
+    if from_text is None:
         raise ValueError(f"{text!r} is not a duration; write e.g. 30s, 5m, 2h, 7d or 1h30m")
-    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+    return from_text
 
 
 class DurationType(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2

@@ -3,17 +3,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import psycopg
 
 from venturi.client import Queue
-from venturi.durations import Duration, to_seconds
+from venturi.durations import Duration, text_seconds, to_seconds
 from venturi.testing.modes import run_if_inline
-
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
 
 def parse_duration(value: Duration | str, field: str = "duration") -> float:
@@ -21,14 +17,13 @@ def parse_duration(value: Duration | str, field: str = "duration") -> float:
     ``"1h30m"``, ``"2d"`` (units ms, s, m, h, d, w); raises ValueError otherwise."""
     if not isinstance(value, str):
         return to_seconds(value, field)
-    text = value.replace(" ", "")
-    parts = _PART.findall(text)
-    if not text or "".join(n + u for n, u in parts) != text:
+    seconds = text_seconds(value.replace(" ", ""))
+    if seconds is None:
         raise ValueError(
             f"{field} {value!r} is not a duration: write seconds, a timedelta or text "
             "such as '90s', '15m', '1h30m', '2d' (units ms, s, m, h, d, w)"
         )
-    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+    return seconds
 
 
 def advance(
