@@ -103,6 +103,8 @@ class MetricsEvents(WorkerEvents):
             "1 once a worker of this process stopped itself (a fatal database error, or a "
             "thread that kept failing); 0 otherwise.",
             registry=registry,
+            # In a worker group: 1 while a running child has stopped itself.
+            multiprocess_mode="livemax",
         )
         self.run_seconds = Histogram(
             "venturi_job_run_seconds",
@@ -318,3 +320,25 @@ def serve_worker_metrics(
     server = metrics.serve(port, addr)
     combined = metrics.events if events is None else FanOutEvents(metrics.events, events)
     return combined, server
+
+
+def serve_group_metrics(
+    directory: str, port: int, addr: str, queue: StatsSource | None
+) -> MetricsServer:
+    """For a worker group: serve the counters its children write to ``directory``
+    (their ``PROMETHEUS_MULTIPROC_DIR``) summed over the children, with ``queue``'s
+    gauges when given."""
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    if queue is not None:
+        registry.register(QueueCollector(queue))
+    return MetricsServer(registry, port, addr)
+
+
+def forget_process(directory: str, pid: int) -> None:
+    """Drop an ended child's live gauges (its counters stay in the group's sums)."""
+    from prometheus_client.multiprocess import mark_process_dead
+
+    mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]

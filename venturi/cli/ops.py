@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 import time
 import urllib.request
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal
 
 import click
 import psycopg
 
 from venturi import __version__
-from venturi.cli.support import DURATION, CliState, import_queue, pass_state
+from venturi.cli.support import DURATION, CliState, pass_state
+from venturi.cli.worker import worker_command
 from venturi.client import Queue
-from venturi.errors import ConfigurationError, VenturiError, first_line
-from venturi.jsonlog import JsonFormatter
+from venturi.errors import VenturiError, first_line
 from venturi.prefix import Prefix
-from venturi.retention import Retention
 from venturi.store import migrations
 
 
@@ -57,139 +54,6 @@ def sql_command(state: CliState, after: int) -> None:
     else:  # no database needed: the script only depends on the prefix
         script = migrations.schema_script(Prefix(state.prefix), after, made_by=made_by)
     click.echo(script, nl=False)
-
-
-def _configure_logging(level: str, log_format: str = "text") -> None:
-    handler = logging.StreamHandler()
-    if log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level.upper(), handlers=[handler])
-
-
-def _retention_option(
-    ctx: click.Context, param: click.Parameter, value: str | None
-) -> Retention | Literal[False] | None:
-    """--retention as a `Retention` (None for 'none'; False when not given: the queue's)."""
-    if value is None:
-        return False
-    if value.strip().lower() == "none":
-        return None
-    try:
-        return Retention.of(value)
-    except ConfigurationError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
-
-
-def worker_command(embedded: bool) -> click.Command:
-    """`worker`; with ``embedded`` (an application supplies the queue) it has no --app."""
-
-    @click.command("worker")
-    @click.option(
-        "--app",
-        envvar="VENTURI_APP",
-        metavar="MODULE:QUEUE",
-        help="Import this venturi.Queue (its jobs registered at import) [env VENTURI_APP]. "
-        "Its own DSN and prefix apply.",
-    )
-    @click.option("--kinds", help="Comma-separated kinds to run (default: every registered kind).")
-    @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True)
-    @click.option("--priority-floor", type=click.IntRange(-32768, 32767), help="Skip jobs below.")
-    @click.option(
-        "--poll-interval",
-        type=DURATION,
-        default="5s",
-        show_default=True,
-        help="Longest idle sleep when no NOTIFY arrives.",
-    )
-    @click.option("--name", help="Worker name recorded in claimed_by (default host:pid:random).")
-    @click.option(
-        "--retention",
-        metavar="STATUS=AGE,...",
-        callback=_retention_option,
-        help="How long finished jobs are kept, e.g. completed=3d,dead=never (default: the "
-        "queue's; completed and cancelled 1d, dead 7d). 'none' keeps every job.",
-    )
-    @click.option("--metrics-port", type=click.IntRange(0, 65535), help="Serve Prometheus metrics.")
-    @click.option("--metrics-addr", default="0.0.0.0", show_default=True)
-    @click.option(
-        "--stop-timeout",
-        type=DURATION,
-        default="30s",
-        show_default=True,
-        help="Grace for running jobs on SIGINT/SIGTERM before they are released.",
-    )
-    @click.option(
-        "--log-level",
-        type=click.Choice(["debug", "info", "warning", "error"]),
-        default="info",
-        show_default=True,
-    )
-    @click.option(
-        "--log-format",
-        type=click.Choice(["text", "json"]),
-        default="text",
-        show_default=True,
-        help="json: one JSON object per line, with job_id, kind and run on job lines.",
-    )
-    @pass_state
-    def worker(state: CliState, /, *, app: str | None = None, **options: Any) -> None:
-        """Run jobs until SIGINT or SIGTERM.
-
-        The first signal stops claiming and gives running jobs --stop-timeout to finish
-        (their `ctx.stopping` is set); a second one releases them at once.
-        """
-        if embedded:
-            queue = state.queue()
-        elif app is not None:
-            queue = import_queue(app)
-        else:
-            raise click.UsageError(
-                "worker needs --app MODULE:QUEUE (or VENTURI_APP): the venturi.Queue whose "
-                "jobs it runs"
-            )
-        _run_worker(queue, **options)
-
-    if embedded:  # the application supplies the queue, so there is nothing to import
-        worker.params = [p for p in worker.params if p.name != "app"]
-    return worker
-
-
-def _run_worker(
-    queue: Queue,
-    *,
-    kinds: str | None,
-    concurrency: int,
-    priority_floor: int | None,
-    poll_interval: float,
-    name: str | None,
-    retention: Retention | Literal[False] | None,
-    metrics_port: int | None,
-    metrics_addr: str,
-    stop_timeout: float,
-    log_level: str,
-    log_format: str,
-) -> None:
-    _configure_logging(log_level, log_format)
-    chosen = None if kinds is None else [k.strip() for k in kinds.split(",") if k.strip()]
-    options: dict[str, Any] = {}
-    if metrics_port is not None:
-        options.update(metrics_port=metrics_port, metrics_addr=metrics_addr)
-    if retention is not False:
-        options["retention"] = retention
-    worker = queue.worker(
-        chosen,
-        concurrency=concurrency,
-        priority_floor=priority_floor,
-        name=name,
-        poll_interval=poll_interval,
-        **options,
-    )
-    try:
-        worker.run(timeout=stop_timeout)
-    finally:
-        worker.stop(stop_timeout)  # a no-op after run(); frees the metrics port otherwise
 
 
 Check = Callable[[], str]
