@@ -106,10 +106,11 @@ class Reporter:
         self._thread.start()
 
     def stop(self) -> None:
-        """Send a last report and close the pipe."""
+        """Send a last report and close the pipe; safe before `start`."""
         self._done.set()
         self.counter.limit_reached.set()
-        self._thread.join(5.0)
+        if self._thread.ident is not None:
+            self._thread.join(5.0)
         self.report_once()
         with contextlib.suppress(OSError):
             os.close(self.settings.fd)
