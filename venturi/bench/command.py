@@ -25,7 +25,7 @@ from venturi.bench.ceilings import CEILING_BATCH, Ceilings
 from venturi.bench.pruning import PruneBench
 from venturi.bench.report import PREPARED_SUFFIX
 from venturi.bench.support import BenchFailure, BenchSettings
-from venturi.bench.worker import drive
+from venturi.bench.worker import drive, loops_for
 from venturi.bench.workloads import VenturiBench
 
 WORKLOADS = (
@@ -37,10 +37,14 @@ WORKLOADS = (
     "limited",
     "prune",
     "rss",
+    "cpu",
 )
 DRAIN_CONCURRENCIES = (1, 4, 16)
 # The "limited" workload drains a kind limited to this many running jobs at concurrency 16.
 LIMITED_CONCURRENCY = 8
+# The "cpu" workload: threads per worker process, and process counts without --processes.
+CPU_CONCURRENCY = 4
+CPU_PROCESSES = (1, 2)
 Step = Callable[[], dict[str, float]]
 
 
@@ -53,6 +57,7 @@ def _groups(
     *,
     prepared: VenturiBench | None = None,
     limited: VenturiBench | None = None,
+    cpu_loops: int = 0,
 ) -> list[list[Step]]:
     """Each group's steps are measured back to back in one round (venturi beside its
     ceilings, and beside itself with prepared statements on); rounds reverse the order
@@ -99,6 +104,13 @@ def _groups(
         groups.append([functools.partial(_only, "rss.", drive, main, 1, 16, s.rss_jobs)])
     for count in processes:
         groups.append([functools.partial(_only, "processes.", drive, main, count, 16, s.jobs)])
+    if "cpu" in workloads:
+        groups.append(
+            [
+                functools.partial(drive, main, count, CPU_CONCURRENCY, s.cpu_jobs, cpu_loops)
+                for count in processes or CPU_PROCESSES
+            ]
+        )
     return groups
 
 
@@ -145,8 +157,16 @@ def run(
         if "limited" in workloads:
             limited = VenturiBench(settings, "l", concurrency_limit=LIMITED_CONCURRENCY)
             cleanup.callback(limited.close)
+        cpu_loops = loops_for(settings.cpu_ms) if "cpu" in workloads else 0
         groups = _groups(
-            workloads, processes, main, raw, backlog, prepared=prepared, limited=limited
+            workloads,
+            processes,
+            main,
+            raw,
+            backlog,
+            prepared=prepared,
+            limited=limited,
+            cpu_loops=cpu_loops,
         )
         for index in range(settings.rounds):
             say(f"round {index + 1} of {settings.rounds}")
@@ -157,6 +177,8 @@ def run(
     described = {**attrs.asdict(settings), "workloads": list(workloads)}
     described.pop("dsn")
     described["processes"] = list(processes)
+    if "cpu" in workloads:
+        described["cpu_loops"] = cpu_loops
     return bench_report.build(described, dict(samples))
 
 
@@ -199,7 +221,16 @@ def _processes(value: str | None) -> list[int]:
     type=click.Choice(WORKLOADS),
     help="Run only these workloads (repeatable; default all).",
 )
-@click.option("--processes", help="Also drain with N worker processes, e.g. 1,2,4.")
+@click.option(
+    "--processes",
+    help="Also drain no-op jobs with N worker processes, e.g. 1,2,4 (and the cpu workload "
+    "with these counts instead of 1,2).",
+)
+@click.option(
+    "--cpu-ms",
+    type=click.FloatRange(min=0.1, max=1000),
+    help="Pure-Python work per job of the cpu workload, in milliseconds (default 3).",
+)
 @click.option("--fillfactor", type=click.IntRange(10, 100), help="Jobs table fillfactor.")
 @click.option(
     "--compare-prepared",
@@ -218,6 +249,7 @@ def bench_command(
     prune_rows: int | None,
     workloads: tuple[str, ...],
     processes: str | None,
+    cpu_ms: float | None,
     fillfactor: int | None,
     compare_prepared: bool,
     as_json: bool,
@@ -228,8 +260,9 @@ def bench_command(
     and 16, latency (enqueue commit to handler start on an idle worker), drain beside a
     backlog of pending rows, drain at concurrency 16 of a kind limited to 8 running jobs
     (every claim takes the limited path), drain c16 beside the retention's prune of finished
-    rows, and a concurrency-16 worker process's peak RSS. Every job is checked to have run
-    exactly once. Uses fresh table prefixes and drops them after.
+    rows, a concurrency-16 worker process's peak RSS, and CPU-bound jobs (--cpu-ms of pure
+    Python each) drained by 1 and 2 worker processes (or --processes). Every job is checked
+    to have run exactly once. Uses fresh table prefixes and drops them after.
     """
     overrides: dict[str, Any] = {
         key: value
@@ -239,6 +272,7 @@ def bench_command(
             "backlog": backlog,
             "prune_rows": prune_rows,
             "fillfactor": fillfactor,
+            "cpu_ms": cpu_ms,
             "compare_prepared": compare_prepared or None,
         }.items()
         if value is not None

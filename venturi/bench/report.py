@@ -21,6 +21,10 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("drain c16, backlog", "backlog.c16", "drain.c16", 0.8),
     ("drain c16, kind limited to 8", "limited8.c16", "drain.c16", None),
     ("drain c16 beside a prune", "prune.beside.c16", "prune.alone.c16", 0.8),
+    ("no-op jobs, 2 worker processes", "processes.2.c16", "processes.1.c16", None),
+    ("no-op jobs, 4 worker processes", "processes.4.c16", "processes.1.c16", None),
+    ("CPU-bound jobs, 2 worker processes", "cpu.2p", "cpu.1p", 1.7),
+    ("CPU-bound jobs, 4 worker processes", "cpu.4p", "cpu.1p", None),
 )
 # `--compare-prepared`: each workload with server-side prepared statements on, against
 # venturi's default (off) measured in the same rounds.
@@ -47,6 +51,8 @@ CEILING_LABELS = {
     "ceiling.multi_insert": "raw multi-row INSERT",
     "drain.c16": "venturi drain c16, empty table",
     "prune.alone.c16": "the same drain, no prune",
+    "processes.1.c16": "1 worker process",
+    "cpu.1p": "1 worker process",
     **{key: "venturi, unprepared (default)" for _, _, key, _ in PREPARED_COMPARISONS},
 }
 

@@ -37,6 +37,8 @@ class BenchSettings:
     backlog: int = 1_000_000
     prune_rows: int = 1_000_000
     rss_jobs: int = 20_000
+    cpu_jobs: int = 2000
+    cpu_ms: float = 3.0
     fillfactor: int | None = None
     compare_prepared: bool = False
     timeout: float = 300.0
@@ -54,6 +56,7 @@ class BenchSettings:
             "backlog": 2000,
             "prune_rows": 3000,
             "rss_jobs": 300,
+            "cpu_jobs": 60,
             "timeout": 60.0,
         }
         return cls(dsn, **{**sizes, **overrides})

@@ -1,7 +1,9 @@
-"""Worker processes for `venturi bench`: a worker's peak RSS, and scaling over processes.
+"""Worker processes for `venturi bench`: a worker's peak RSS, and scaling over processes
+with no-op and CPU-bound jobs.
 
-The child (``python -m venturi.bench.worker PREFIX CONCURRENCY``, DSN in ``VENTURI_DSN``)
-starts a worker for the bench kind, prints one ``ready`` line once it listens, runs jobs
+The child (``python -m venturi.bench.worker PREFIX CONCURRENCY [CPU_LOOPS]``, DSN in
+``VENTURI_DSN``) starts a worker for the bench kind, prints one ``ready`` line once it
+listens, runs jobs (each burning ``CPU_LOOPS`` loops of pure Python with `burn`, if given)
 until a line (or EOF) arrives on stdin, stops gracefully and prints one JSON line with
 the jobs it ran and its peak RSS. `drive` is the parent's side.
 """
@@ -24,12 +26,16 @@ from venturi.models import NewJob
 
 def main(argv: list[str] | None = None) -> int:
     """The child process: run the bench kind until told to stop on stdin."""
-    prefix, concurrency = (argv if argv is not None else sys.argv[1:])[:2]
+    args = argv if argv is not None else sys.argv[1:]
+    prefix, concurrency = args[:2]
+    loops = int(args[2]) if len(args) > 2 else 0
     ran = Countdown(0)
     with Queue(prefix=prefix) as queue:
 
         @queue.job(BENCH_KIND, lease=60)
         def noop(n: int) -> None:
+            if loops:
+                burn(loops)
             ran.add()
 
         worker = queue.worker(concurrency=int(concurrency))
@@ -42,6 +48,25 @@ def main(argv: list[str] | None = None) -> int:
             worker.stop(timeout=30)
     print(json.dumps({"ran": ran.count, "maxrss_kb": peak_rss_kb()}), flush=True)
     return 0
+
+
+def burn(loops: int) -> int:
+    """Pure-Python arithmetic that holds the GIL throughout: a CPU-bound handler."""
+    total = 0
+    for i in range(loops):
+        total += i * i % 7
+    return total
+
+
+def loops_for(milliseconds: float) -> int:
+    """How many `burn` loops take about ``milliseconds`` in this process (best of 5)."""
+    sample = 200_000
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        burn(sample)
+        best = min(best, time.perf_counter() - started)
+    return max(1, int(sample * milliseconds / 1000 / best))
 
 
 def peak_rss_kb() -> int:
@@ -60,12 +85,16 @@ def peak_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
-def drive(bench: VenturiBench, processes: int, concurrency: int, count: int) -> dict[str, float]:
+def drive(
+    bench: VenturiBench, processes: int, concurrency: int, count: int, cpu_loops: int = 0
+) -> dict[str, float]:
     """Start ``processes`` worker processes, enqueue ``count`` jobs once all listen, and
-    time until every job's settlement committed (polled in SQL every 10 ms)."""
+    time until every job's settlement committed (polled in SQL every 10 ms). With
+    ``cpu_loops``, each job burns that many loops: the figure is ``cpu.<N>p``."""
     bench.reset(count)
     env = {**os.environ, "VENTURI_DSN": bench.settings.dsn}
     command = [sys.executable, "-m", "venturi.bench.worker", bench.prefix, str(concurrency)]
+    command += [str(cpu_loops)] if cpu_loops else []
     children = [
         subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)
@@ -92,6 +121,8 @@ def drive(bench: VenturiBench, processes: int, concurrency: int, count: int) -> 
         raise BenchFailure(f"{what}: handlers ran {ran} times for {count} jobs")
     bench.verify(count, what, ledger=False)
     peak_mb = max(int(report["maxrss_kb"]) for report in reports) / 1024
+    if cpu_loops:
+        return {f"cpu.{processes}p": count / elapsed}
     return {
         f"processes.{processes}.c{concurrency}": count / elapsed,
         f"rss.c{concurrency}": peak_mb,
