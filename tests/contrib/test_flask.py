@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -256,3 +258,33 @@ def test_enqueue_carries_a_concurrency_key(app: Flask) -> None:
         queue = venturi.queue_for(app)
         assert queue.get(job_id).concurrency_key == "customer:42"  # type: ignore[union-attr]
         assert queue.get(many).concurrency_key == "customer:7"  # type: ignore[union-attr]
+
+
+def test_flask_venturi_worker_runs_a_group_of_worker_processes(
+    app: Flask, database_dsn: str, prefix: str, notes_table: str
+) -> None:
+    factory = f"tests.contrib.flask_app:create_app({database_dsn!r}, {prefix!r}, {notes_table!r})"
+    command = [sys.executable, "-m", "flask", "--app", factory, "venturi", "worker"]
+    group = subprocess.Popen(
+        [*command, "--processes", "2", "--max-jobs-per-child", "100"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    queue = venturi.queue_for(app)
+    try:
+        with app.app_context():  # no request: the app's in-process worker stays off
+            ids = [publish.enqueue(note_id=n) for n in range(6)]
+
+        def all_done() -> bool:
+            return all(getattr(queue.get(i), "status", None) is JobStatus.COMPLETED for i in ids)
+
+        wait_until(all_done, 60, what="the group's processes to run the jobs")
+    finally:
+        group.send_signal(signal.SIGTERM)
+        _, errors = group.communicate(timeout=60)
+    assert group.returncode == 0, errors
+    assert "worker group of 2 processes starting" in errors
+    assert len(re.findall(r"worker process \d+ started", errors)) == 2, errors

@@ -4,6 +4,7 @@ jobs in one transaction, rollback, on_commit), settings, and ``manage.py venturi
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -211,6 +212,43 @@ def test_manage_py_venturi_worker_runs_jobs_in_its_own_process(
         _, errors = worker.communicate(timeout=60)
     assert worker.returncode == 0, errors
     assert "shop.fulfil" in errors  # the worker logged the kinds it found by autodiscovery
+
+
+def test_manage_py_venturi_worker_runs_a_group_of_worker_processes(
+    queue: Queue, orders_table: str, database_dsn: str, prefix: str
+) -> None:
+    env = {
+        **os.environ,
+        "SHOP_DSN": database_dsn,
+        "SHOP_TABLE": orders_table,
+        "SHOP_PREFIX": prefix,
+    }
+    group = subprocess.Popen(
+        [
+            sys.executable,
+            str(MANAGE),
+            "venturi",
+            "worker",
+            "--processes",
+            "2",
+            *["--max-memory-per-child", "1GB"],
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for item in ("soup", "bread"):
+            assert Client().post("/orders/", {"item": item}).status_code == 200
+        wanted = [("soup", "fulfilled"), ("bread", "fulfilled")]
+        wait_until(lambda: _orders() == wanted, what="the group's worker processes")
+    finally:
+        group.send_signal(signal.SIGTERM)
+        _, errors = group.communicate(timeout=60)
+    assert group.returncode == 0, errors
+    assert "worker group of 2 processes starting" in errors
+    assert len(re.findall(r"worker process \d+ started", errors)) == 2, errors
 
 
 def test_enqueue_carries_a_concurrency_key_in_the_orm_transaction(queue: Queue) -> None:
