@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,8 +18,10 @@ from psycopg import sql
 
 from tests.faults import invariants
 from tests.support import Probe, ledger, wait_until
-from tests.support.worker_group import GroupProcess, alive
+from tests.support.fleet import REPO_ROOT
+from tests.support.worker_group import APP, GroupProcess, alive
 from venturi import NewJob, Queue
+from venturi.processes import WorkerGroup
 
 WAIT = 60.0
 
@@ -164,3 +167,23 @@ def test_one_metrics_port_serves_the_groups_summed_counters(
     assert len(pids) == 2, "both children ran jobs, so the sum spans processes"
     group.signal(signal.SIGTERM)
     assert group.wait_exit(WAIT) == 0
+
+
+def test_the_python_entry_point_runs_a_group_and_stops_it(
+    database_dsn: str, queue: Queue, probe: Probe, start_group: Callable[..., GroupProcess]
+) -> None:
+    env = {**os.environ, "VENTURI_DSN": database_dsn, "VENTURI_PREFIX": queue.prefix}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    group = WorkerGroup.for_app(APP, 2, worker_args=["--concurrency", "1"], env=env)
+    runner = threading.Thread(target=group.run)  # signals are the main thread's: stop() here
+    runner.start()
+    try:
+        queue.enqueue_many([NewJob(ledger.WORK_KIND, {"ms": 1}) for _ in range(20)])
+        wait_until(lambda: all_completed(probe, 20), WAIT, what="20 jobs completed")
+        children = group.pids
+        assert len(children) == 2
+    finally:
+        group.stop()
+        runner.join(WAIT)
+    assert not runner.is_alive() and group.failure is None
+    assert not any(alive(pid) for pid in children)
