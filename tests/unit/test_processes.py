@@ -49,6 +49,9 @@ def test_the_policy_recycles_at_the_run_count_or_above_the_memory() -> None:
     assert "ran 100 jobs" in (policy.reason(Report(True, 100, 0)) or "")
     assert "uses 201 MiB" in (policy.reason(Report(True, 1, 201 * 1024**2)) or "")
     assert RecyclePolicy().reason(Report(True, 10**9, 10**12)) is None
+    # Above the limit from the start: a replacement would be too, so memory is no reason.
+    assert policy.reason(Report(True, 1, 300 * 1024**2), rss_at_start=250 * 1024**2) is None
+    assert policy.reason(Report(True, 100, 0), rss_at_start=250 * 1024**2) is not None
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "10"])

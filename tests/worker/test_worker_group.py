@@ -19,6 +19,7 @@ from psycopg import sql
 from tests.faults import invariants
 from tests.support import Probe, ledger, wait_until
 from tests.support.fleet import REPO_ROOT
+from tests.support.group_app import GROW_KIND
 from tests.support.worker_group import APP, GroupProcess, alive
 from venturi import NewJob, Queue
 from venturi.processes import WorkerGroup
@@ -130,6 +131,21 @@ def test_children_are_recycled_by_run_count_without_losing_or_doubling_a_job(
     assert group.wait_exit(WAIT) == 0, group.log()
 
 
+def test_a_child_above_its_memory_limit_is_recycled(
+    queue: Queue, probe: Probe, start_group: Callable[..., GroupProcess]
+) -> None:
+    limit = "--max-memory-per-child", "150MB"
+    group = start_group("--processes", "1", "--concurrency", "1", *limit)
+    [first] = group.wait_running(1)
+    queue.enqueue(GROW_KIND, {"mb": 200})
+    group.wait_logged(f"recycling worker process {first}: it uses")
+    group.wait_logged(f"takes over from {first}")
+    group.wait_logged(f"recycled worker process {first} ended (status 0)")
+    assert probe.count("jobs", "status = 'completed'") == 1
+    [second] = group.wait_running(1)
+    assert second != first
+
+
 def test_children_crashing_on_start_stop_the_group_with_a_clear_error(
     start_group: Callable[..., GroupProcess],
 ) -> None:
@@ -164,6 +180,8 @@ def test_one_metrics_port_serves_the_groups_summed_counters(
         return sum(float(v) for v in re.findall(pattern, text))
 
     wait_until(lambda: settled() == 30, WAIT, what="30 settled in the group's metrics")
+    with urllib.request.urlopen(url, timeout=5) as response:
+        assert "venturi_worker_failed 0.0" in response.read().decode()
     assert len(pids) == 2, "both children ran jobs, so the sum spans processes"
     group.signal(signal.SIGTERM)
     assert group.wait_exit(WAIT) == 0

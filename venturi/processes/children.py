@@ -49,6 +49,8 @@ class ChildProcess:
         self.started_at = time.monotonic()
         self.report = Report()
         self.ready = False
+        # Resident memory when it first reported ready.
+        self.rss_at_start = 0
         self.signals_sent = 0
         self._partial = b""
 
@@ -70,7 +72,8 @@ class ChildProcess:
                 except ValueError:
                     logger.warning("worker process %d wrote a bad report: %r", self.pid, line)
                     continue
-                self.ready = self.ready or self.report.ready
+                if self.report.ready and not self.ready:
+                    self.ready, self.rss_at_start = True, self.report.rss
         return self.ready and not was_ready
 
     def exit_code(self) -> int | None:

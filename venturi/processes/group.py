@@ -162,6 +162,13 @@ class WorkerGroup:
             if child.read():
                 self._start_failures = 0
                 logger.info("worker process %d is running", child.pid)
+                if self.policy.over_memory(child.rss_at_start):
+                    logger.warning(
+                        "worker process %d uses %d MiB from the start, above "
+                        "--max-memory-per-child: it is not recycled for its memory",
+                        child.pid,
+                        child.rss_at_start // 1024**2,
+                    )
             if child.fd is None:
                 self._selector.unregister(key.fileobj)
         self._handle_stop_requests()
@@ -261,7 +268,7 @@ class WorkerGroup:
             return
         if not slot.current.ready or slot.current.signals_sent:
             return
-        reason = self.policy.reason(slot.current.report)
+        reason = self.policy.reason(slot.current.report, slot.current.rss_at_start)
         if reason is not None:
             logger.info("recycling worker process %d: it %s", slot.current.pid, reason)
             slot.incoming = self._spawn()

@@ -42,13 +42,22 @@ class RecyclePolicy:
     max_jobs: int | None = attrs.field(default=None, validator=_positive_or_none)
     max_memory: int | None = attrs.field(default=None, validator=_positive_or_none)
 
-    def reason(self, report: Report) -> str | None:
-        """Why the process that sent ``report`` is due for recycling, or None."""
+    def reason(self, report: Report, rss_at_start: int = 0) -> str | None:
+        """Why the process that sent ``report`` is due for recycling, or None.
+
+        A process already above ``max_memory`` when it began (``rss_at_start``) is not
+        recycled for memory: its replacement would be too, over and over.
+        """
         if self.max_jobs is not None and report.jobs >= self.max_jobs:
             return f"ran {report.jobs} jobs (--max-jobs-per-child {self.max_jobs})"
+        if self.over_memory(rss_at_start):
+            return None
         if self.max_memory is not None and report.rss > self.max_memory:
             return (
                 f"uses {report.rss / 1024**2:.0f} MiB "
                 f"(--max-memory-per-child {self.max_memory / 1024**2:.0f} MiB)"
             )
         return None
+
+    def over_memory(self, rss: int) -> bool:
+        return self.max_memory is not None and rss > self.max_memory
