@@ -40,6 +40,8 @@ EXPECTED_SERIES = {
     "processes.2.c16",
     "cpu.1p",
     "cpu.2p",
+    "cpu.ceiling.1p",
+    "cpu.ceiling.2p",
     "ceiling.insert_notify",
     "ceiling.multi_insert",
     *(f"ceiling.{shape}.c{c}" for shape in ("commit_per_job", "batched") for c in (1, 4, 16)),

@@ -25,7 +25,7 @@ from venturi.bench.ceilings import CEILING_BATCH, Ceilings
 from venturi.bench.pruning import PruneBench
 from venturi.bench.report import PREPARED_SUFFIX
 from venturi.bench.support import BenchFailure, BenchSettings
-from venturi.bench.worker import drive, loops_for
+from venturi.bench.worker import cpu_ceiling, drive, loops_for
 from venturi.bench.workloads import VenturiBench
 
 WORKLOADS = (
@@ -105,12 +105,13 @@ def _groups(
     for count in processes:
         groups.append([functools.partial(_only, "processes.", drive, main, count, 16, s.jobs)])
     if "cpu" in workloads:
-        groups.append(
-            [
-                functools.partial(drive, main, count, CPU_CONCURRENCY, s.cpu_jobs, cpu_loops)
-                for count in processes or CPU_PROCESSES
-            ]
-        )
+        for count in processes or CPU_PROCESSES:
+            groups.append(
+                [
+                    functools.partial(drive, main, count, CPU_CONCURRENCY, s.cpu_jobs, cpu_loops),
+                    functools.partial(cpu_ceiling, count, s.cpu_jobs, cpu_loops),
+                ]
+            )
     return groups
 
 

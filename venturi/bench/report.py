@@ -23,8 +23,11 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("drain c16 beside a prune", "prune.beside.c16", "prune.alone.c16", 0.8),
     ("no-op jobs, 2 worker processes", "processes.2.c16", "processes.1.c16", None),
     ("no-op jobs, 4 worker processes", "processes.4.c16", "processes.1.c16", None),
+    ("CPU-bound jobs, 1 worker process", "cpu.1p", "cpu.ceiling.1p", None),
     ("CPU-bound jobs, 2 worker processes", "cpu.2p", "cpu.1p", 1.7),
     ("CPU-bound jobs, 4 worker processes", "cpu.4p", "cpu.1p", None),
+    ("CPU-bound work, 2 plain processes", "cpu.ceiling.2p", "cpu.ceiling.1p", None),
+    ("CPU-bound work, 4 plain processes", "cpu.ceiling.4p", "cpu.ceiling.1p", None),
 )
 # `--compare-prepared`: each workload with server-side prepared statements on, against
 # venturi's default (off) measured in the same rounds.
@@ -53,6 +56,7 @@ CEILING_LABELS = {
     "prune.alone.c16": "the same drain, no prune",
     "processes.1.c16": "1 worker process",
     "cpu.1p": "1 worker process",
+    "cpu.ceiling.1p": "the same work, 1 plain process",
     **{key: "venturi, unprepared (default)" for _, _, key, _ in PREPARED_COMPARISONS},
 }
 

@@ -25,8 +25,11 @@ from venturi.models import NewJob
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The child process: run the bench kind until told to stop on stdin."""
+    """The child process: run the bench kind until told to stop on stdin (or, given
+    ``burn LOOPS JOBS``, the CPU ceiling's child)."""
     args = argv if argv is not None else sys.argv[1:]
+    if args[0] == "burn":
+        return burn_main(int(args[1]), int(args[2]))
     prefix, concurrency = args[:2]
     loops = int(args[2]) if len(args) > 2 else 0
     ran = Countdown(0)
@@ -67,6 +70,50 @@ def loops_for(milliseconds: float) -> int:
         burn(sample)
         best = min(best, time.perf_counter() - started)
     return max(1, int(sample * milliseconds / 1000 / best))
+
+
+def burn_main(loops: int, jobs: int) -> int:
+    """The CPU ceiling's child: once a line arrives on stdin, burn ``jobs`` times."""
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for _ in range(jobs):
+        burn(loops)
+    print("done", flush=True)
+    return 0
+
+
+def cpu_ceiling(processes: int, count: int, cpu_loops: int) -> dict[str, float]:
+    """The same CPU work as the cpu workload's ``count`` jobs, split over ``processes``
+    plain interpreters with no queue: what the machine allows at this moment."""
+    share = [count // processes + (1 if i < count % processes else 0) for i in range(processes)]
+    command = [sys.executable, "-m", "venturi.bench.worker", "burn", str(cpu_loops)]
+    children = [
+        subprocess.Popen([*command, str(jobs)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        for jobs in share
+    ]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != b"ready":
+                raise BenchFailure(f"a CPU ceiling process exited early ({child.wait()})")
+        started = time.perf_counter()
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write(b"go\n")
+            child.stdin.flush()
+        for child in children:
+            assert child.stdout is not None
+            child.stdout.readline()
+        elapsed = time.perf_counter() - started
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait(10)
+            for stream in (child.stdin, child.stdout):
+                if stream is not None:
+                    stream.close()
+    return {f"cpu.ceiling.{processes}p": count / elapsed}
 
 
 def peak_rss_kb() -> int:
