@@ -102,7 +102,7 @@ def test_the_supervisor_reads_reports_split_across_writes_and_skips_bad_lines() 
     try:
         assert wait_until(lambda: child.exit_code() is not None or None, 30) is True
         assert child.ready and child.report == Report(True, 5, 2)
-        assert child.fd is None  # end of file seen
+        assert child.eof
     finally:
         child.close()
     assert describe_exit(-signal.SIGKILL) == "signal SIGKILL"

@@ -44,7 +44,8 @@ class ChildProcess:
         finally:
             os.close(write_fd)
         os.set_blocking(read_fd, False)
-        self.fd: int | None = read_fd
+        self.fd: int | None = read_fd  # open until `close`, so its number is never reused
+        self.eof = False
         self.pid = self.proc.pid
         self.started_at = time.monotonic()
         self.report = Report()
@@ -57,13 +58,13 @@ class ChildProcess:
     def read(self) -> bool:
         """Take in what the child wrote; True when it became ready just now."""
         was_ready = self.ready
-        while self.fd is not None:
+        while self.fd is not None and not self.eof:
             try:
                 chunk = os.read(self.fd, 65536)
             except BlockingIOError:
                 break
             if not chunk:  # end of file: the child closed its pipe or exited
-                self._close_pipe()
+                self.eof = True
                 break
             *lines, self._partial = (self._partial + chunk).split(b"\n")
             for line in lines:
@@ -99,14 +100,11 @@ class ChildProcess:
 
     def close(self) -> None:
         """Release the pipe and reap the process (once it ended)."""
-        self._close_pipe()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(0)
-
-    def _close_pipe(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(0)
 
 
 def describe_exit(code: int) -> str:

@@ -169,7 +169,7 @@ class WorkerGroup:
                         child.pid,
                         child.rss_at_start // 1024**2,
                     )
-            if child.fd is None:
+            if child.eof:
                 self._selector.unregister(key.fileobj)
         self._handle_stop_requests()
         now = time.monotonic()
@@ -289,7 +289,7 @@ class WorkerGroup:
         return child
 
     def _ended(self, child: ChildProcess) -> None:
-        if child.fd is not None:
+        if child.fd is not None and child.fd in self._selector.get_map():
             self._selector.unregister(child.fd)
         child.close()
         if self._metrics_dir is not None:
@@ -319,7 +319,7 @@ class WorkerGroup:
                     logger.error("killing worker process %d", child.pid)
                     child.kill()
                     child.proc.wait(10)
-                child.close()
+                self._ended(child)
             slot.current, slot.incoming, slot.retiring = None, None, []
         self._selector.close()
         if self._metrics_server is not None:
