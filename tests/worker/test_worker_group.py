@@ -78,6 +78,22 @@ def test_a_sigkilled_child_is_restarted_and_the_group_keeps_running_jobs(
     assert not any(alive(pid) for pid in group.ever_started())
 
 
+def test_children_of_a_killed_supervisor_stop_gracefully(
+    queue: Queue, probe: Probe, start_group: Callable[..., GroupProcess]
+) -> None:
+    group = start_group("--processes", "2", "--name", "orphan")
+    children = group.wait_running(2)
+    queue.enqueue_many([NewJob(ledger.WORK_KIND, {"ms": 1}) for _ in range(10)])
+    wait_until(lambda: all_completed(probe, 10), WAIT, what="10 jobs completed")
+    for pid in children:  # each child's worker has a name of its own
+        assert f"worker orphan:{pid} started" in group.log()
+    group.signal(signal.SIGKILL)
+    group.wait_exit(WAIT)
+    wait_until(lambda: not any(alive(pid) for pid in children), WAIT, what="orphans to stop")
+    assert "supervisor is gone" in group.log()
+    assert "stopped: released 0 prefetched and 0 running jobs" in group.log()
+
+
 def test_sigterm_stops_the_group_after_running_jobs_finish(
     database_dsn: str, queue: Queue, probe: Probe, start_group: Callable[..., GroupProcess]
 ) -> None:

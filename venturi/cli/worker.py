@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, Literal
@@ -181,6 +182,8 @@ def _run_worker(
     options: dict[str, Any] = {}
     if child is not None:  # counts for its supervisor, which serves the metrics
         options["events"] = events = child_events(child)
+        # Every worker process needs a name of its own (claimed_by, the registry).
+        name = None if name is None else f"{name}:{os.getpid()}"
     elif metrics_port is not None:
         options.update(metrics_port=metrics_port, metrics_addr=metrics_addr)
     if retention is not False:
