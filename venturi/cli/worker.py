@@ -137,7 +137,9 @@ def worker_command(embedded: bool) -> click.Command:
         """Run jobs until SIGINT or SIGTERM.
 
         The first signal stops claiming and gives running jobs --stop-timeout to finish
-        (their `ctx.stopping` is set); a second one releases them at once.
+        (their `ctx.stopping` is set); a second one releases them at once. With
+        --processes N, a supervisor runs this command line in N worker processes,
+        restarts and recycles them, and passes both signals on to each.
         """
         source: Callable[[], Queue]
         if embedded:
