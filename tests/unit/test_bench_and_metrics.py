@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
+from venturi.bench import report
 from venturi.bench.support import BenchFailure, Ledger, percentile
 from venturi.metrics import QueueMetrics
 
@@ -39,3 +40,18 @@ def test_registries_are_per_queue() -> None:
     assert first.registry is not second.registry
     own = CollectorRegistry()
     assert QueueMetrics(registry=own).registry is own
+
+
+def test_each_comparison_names_its_own_ceiling() -> None:
+    samples = {
+        "drain.c16": [9000.0],
+        "backlog.c16": [8000.0],
+        "drain.c16.prepared": [9500.0],
+        "ceiling.commit_per_job.c16": [3000.0],
+    }
+    comparisons = {row["name"]: row for row in report.build({}, samples)["comparisons"]}
+    assert comparisons["drain c16"]["ceiling_label"] == "raw claim+complete, 1/commit"
+    assert comparisons["drain c16, backlog"]["ceiling_label"] == "venturi drain c16, empty table"
+    prepared = comparisons["drain c16, prepared statements on"]
+    assert prepared["ceiling_label"] == "venturi, unprepared (default)"
+    assert prepared["ratio"] == pytest.approx(9500 / 9000)
