@@ -296,3 +296,19 @@ def test_bad_transactional_options_are_refused_at_registration(queue: Queue) -> 
     with pytest.raises(ConfigurationError, match="transaction of 'c' must be callable"):
         queue.job("c", transactional=True, transaction=1)(handler)  # type: ignore[arg-type]
     assert queue.definitions == {}
+
+
+def test_drain_runs_a_transactional_kind_in_its_transaction(
+    queue: Queue, probe: Probe, charges: sql.Identifier
+) -> None:
+    @queue.job("billing.charge", transactional=True, context=True, backoff=lambda n: 3600)
+    def charge_order(ctx: JobContext, order_id: int) -> None:
+        charge(ctx, charges, order_id)
+        if order_id < 0:
+            raise ValueError("refund, not a charge")
+
+    done, refused = charge_order.enqueue(order_id=1), charge_order.enqueue(order_id=-1)
+    assert queue.drain() == 2
+    assert outcomes(queue, done) == ["completed"]
+    assert outcomes(queue, refused) == ["retried"]
+    assert rows(probe, charges) == [(1, 1)]

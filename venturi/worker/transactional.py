@@ -20,7 +20,9 @@ from typing import Any
 import attrs
 import psycopg
 
-from venturi.settlements import SettleAction, Settlement
+from venturi.context import JobContext
+from venturi.registry import JobDefinition
+from venturi.settlements import Claim, SettleAction, Settlement
 from venturi.store.protocol import Store
 from venturi.worker.execution import execute, job_extra
 from venturi.worker.held import HeldJob
@@ -52,12 +54,67 @@ class _RollBack(Exception):
         self.committed = committed
 
 
+def run_transaction(
+    store: Store,
+    definition: JobDefinition,
+    ctx: JobContext,
+    opened: AbstractContextManager[psycopg.Connection[Any]],
+    on_returned: Callable[[], None] = lambda: None,
+) -> TransactionalOutcome:
+    """Run ``ctx.job``'s handler in the transaction ``opened`` begins, and commit its
+    completion with it (``on_returned`` is called once the handler returned).
+
+    A handler that does not complete (it raised, asked to retry, pause or fail) has its
+    writes rolled back, and its settlement is returned to be applied as any run's
+    (``ROLLED_BACK``). Raises only what `execute` lets through."""
+    job = ctx.job
+    settlement = Settlement.release()
+    try:
+        with opened as conn:
+            ctx.bind(conn)
+            try:
+                settlement = execute(definition, ctx)
+            finally:
+                ctx.bind(None)
+            on_returned()
+            if settlement.action is not SettleAction.COMPLETE:
+                raise _RollBack(Committed.ROLLED_BACK)
+            if not store.complete_in(conn, Claim.of(job), settlement):
+                raise _RollBack(Committed.FENCED)
+    except _RollBack as back:
+        return TransactionalOutcome(settlement, back.committed)
+    except Exception as exc:
+        # Either side of the commit: the lease lapses and the fence decides. If it
+        # committed, the job is completed; if not, the reaper takes it back.
+        logger.error(
+            "transactional job %s (%s) run %d: its transaction failed (%s)",
+            job.id,
+            job.kind,
+            job.run_count,
+            exc,
+            extra=job_extra(job),
+        )
+        return TransactionalOutcome(settlement, Committed.UNKNOWN, exc)
+    return TransactionalOutcome(settlement, Committed.COMPLETED)
+
+
+def run_inline(store: Store, definition: JobDefinition, ctx: JobContext) -> Settlement | None:
+    """Run a claimed job's handler in this thread (`Queue.drain`, the inline test mode):
+    the settlement left to apply, or None when its transactional run already committed
+    its completion, was fenced, or was let go (its lease lapses)."""
+    if not definition.transactional:
+        return execute(definition, ctx)
+    opened = (definition.transaction or store.transaction)()
+    ran = run_transaction(store, definition, ctx, opened)
+    return ran.settlement if ran.committed is Committed.ROLLED_BACK else None
+
+
 @attrs.define(eq=False)
 class Transactions:
-    """Runs transactional handlers; opens, on the first such run, a pool of its own of
-    ``concurrency`` connections (one per handler thread), so runs holding a transaction
-    never starve the worker's claims and settlements. Workers without transactional
-    kinds never open it."""
+    """Runs the worker's transactional handlers. On the first run in a transaction of
+    the worker's own, it opens a pool of ``concurrency`` connections (one per handler
+    thread), so runs holding a transaction never starve the worker's claims and
+    settlements; workers without such kinds never open it."""
 
     store: Store
     concurrency: int
@@ -66,44 +123,11 @@ class Transactions:
     _lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
 
     def run(self, held: HeldJob) -> TransactionalOutcome:
-        """Run ``held``'s handler in a transaction and commit its completion with it.
-
-        A handler that does not complete (it raised, asked to retry, pause or fail)
-        has its writes rolled back, and its settlement is returned to be applied as any
-        run's (``ROLLED_BACK``). Raises only what `execute` lets through."""
-        settlement = Settlement.release()
-        try:
-            with self._open(held) as conn:
-                held.ctx.bind(conn)
-                try:
-                    settlement = execute(held.definition, held.ctx)
-                finally:
-                    held.ctx.bind(None)
-                self.on_returned(held)
-                if settlement.action is not SettleAction.COMPLETE:
-                    raise _RollBack(Committed.ROLLED_BACK)
-                if not self.store.complete_in(conn, held.claim, settlement):
-                    raise _RollBack(Committed.FENCED)
-        except _RollBack as back:
-            return TransactionalOutcome(settlement, back.committed)
-        except Exception as exc:
-            # Either side of the commit: the lease lapses and the fence decides. If it
-            # committed, the job is completed; if not, the reaper takes it back.
-            logger.error(
-                "transactional job %s (%s) run %d: its transaction failed (%s)",
-                held.job.id,
-                held.job.kind,
-                held.job.run_count,
-                exc,
-                extra=job_extra(held.job),
-            )
-            return TransactionalOutcome(settlement, Committed.UNKNOWN, exc)
-        return TransactionalOutcome(settlement, Committed.COMPLETED)
-
-    def _open(self, held: HeldJob) -> AbstractContextManager[psycopg.Connection[Any]]:
-        if held.definition.transaction is not None:
-            return held.definition.transaction()
-        return self._own_transaction()
+        """`run_transaction` for a held run."""
+        source = held.definition.transaction or self._own_transaction
+        return run_transaction(
+            self.store, held.definition, held.ctx, source(), lambda: self.on_returned(held)
+        )
 
     @contextmanager
     def _own_transaction(self) -> Iterator[psycopg.Connection[Any]]:
