@@ -256,3 +256,33 @@ def test_enqueue_carries_a_concurrency_key(app: Flask) -> None:
         queue = venturi.queue_for(app)
         assert queue.get(job_id).concurrency_key == "customer:42"  # type: ignore[union-attr]
         assert queue.get(many).concurrency_key == "customer:7"  # type: ignore[union-attr]
+
+
+def test_a_transactional_job_writes_through_a_session_on_its_transaction(
+    app: Flask, database_dsn: str, notes_table: str
+) -> None:
+    from sqlalchemy import text
+
+    from venturi import JobContext
+    from venturi.contrib.sqlalchemy import session_for
+
+    kind = f"txn.{app.config['VENTURI_PREFIX']}"
+    quoted = sql.Identifier(notes_table).as_string()
+
+    @venturi.job(kind, transactional=True, context=True, backoff=lambda n: 3600)
+    def write(ctx: JobContext, body: str) -> None:
+        with session_for(ctx) as session:
+            session.execute(text(f"INSERT INTO {quoted} (body) VALUES (:body)"), {"body": body})
+        if current_app.config["VENTURI_PREFIX"] and body == "refused":
+            raise ValueError("refused after writing")
+
+    with app.app_context():
+        kept, refused = (
+            venturi.enqueue(kind, {"body": "kept"}),
+            venturi.enqueue(kind, {"body": "refused"}),
+        )
+    queue = venturi.queue_for(app)
+    assert queue.drain(kinds=[kind]) == 2
+    assert [e.outcome for e in queue.journal(kept)] == ["completed"]
+    assert [e.outcome for e in queue.journal(refused)] == ["retried"]
+    assert _notes(database_dsn, notes_table) == [("kept", False)]
