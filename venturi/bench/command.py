@@ -35,12 +35,15 @@ WORKLOADS = (
     "latency",
     "backlog",
     "limited",
+    "transactional",
     "prune",
     "rss",
 )
 DRAIN_CONCURRENCIES = (1, 4, 16)
 # The "limited" workload drains a kind limited to this many running jobs at concurrency 16.
 LIMITED_CONCURRENCY = 8
+# The "transactional" workload drains a transactional kind at these concurrencies.
+TRANSACTIONAL_CONCURRENCIES = (1, 16)
 Step = Callable[[], dict[str, float]]
 
 
@@ -53,6 +56,7 @@ def _groups(
     *,
     prepared: VenturiBench | None = None,
     limited: VenturiBench | None = None,
+    transactional: VenturiBench | None = None,
 ) -> list[list[Step]]:
     """Each group's steps are measured back to back in one round (venturi beside its
     ceilings, and beside itself with prepared statements on); rounds reverse the order
@@ -93,6 +97,12 @@ def _groups(
         if "drain" not in workloads:
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
+    if transactional is not None:
+        for c in TRANSACTIONAL_CONCURRENCIES:
+            steps = [functools.partial(transactional.drain, c, f"transactional.c{c}")]
+            if "drain" not in workloads:
+                steps.append(functools.partial(main.drain, c))
+            groups.append(steps)
     if "prune" in workloads:
         groups.append([PruneBench(main).round])
     if "rss" in workloads:
@@ -145,8 +155,19 @@ def run(
         if "limited" in workloads:
             limited = VenturiBench(settings, "l", concurrency_limit=LIMITED_CONCURRENCY)
             cleanup.callback(limited.close)
+        transactional: VenturiBench | None = None
+        if "transactional" in workloads:
+            transactional = VenturiBench(settings, "x", transactional=True)
+            cleanup.callback(transactional.close)
         groups = _groups(
-            workloads, processes, main, raw, backlog, prepared=prepared, limited=limited
+            workloads,
+            processes,
+            main,
+            raw,
+            backlog,
+            prepared=prepared,
+            limited=limited,
+            transactional=transactional,
         )
         for index in range(settings.rounds):
             say(f"round {index + 1} of {settings.rounds}")

@@ -21,6 +21,8 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("drain c16, backlog", "backlog.c16", "drain.c16", 0.8),
     ("drain c16, kind limited to 8", "limited8.c16", "drain.c16", None),
     ("drain c16 beside a prune", "prune.beside.c16", "prune.alone.c16", 0.8),
+    ("drain c1, transactional completion", "transactional.c1", "drain.c1", None),
+    ("drain c16, transactional completion", "transactional.c16", "drain.c16", None),
 )
 # `--compare-prepared`: each workload with server-side prepared statements on, against
 # venturi's default (off) measured in the same rounds.
@@ -47,6 +49,7 @@ CEILING_LABELS = {
     "ceiling.multi_insert": "raw multi-row INSERT",
     "drain.c16": "venturi drain c16, empty table",
     "prune.alone.c16": "the same drain, no prune",
+    "drain.c1": "venturi drain c1, batched completion",
     **{key: "venturi, unprepared (default)" for _, _, key, _ in PREPARED_COMPARISONS},
 }
 
