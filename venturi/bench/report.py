@@ -49,7 +49,6 @@ CEILING_LABELS = {
     "ceiling.multi_insert": "raw multi-row INSERT",
     "drain.c16": "venturi drain c16, empty table",
     "prune.alone.c16": "the same drain, no prune",
-    "drain.c1": "venturi drain c1, batched completion",
     **{key: "venturi, unprepared (default)" for _, _, key, _ in PREPARED_COMPARISONS},
 }
 
