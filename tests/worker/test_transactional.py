@@ -4,6 +4,7 @@ any run; the lease keeps being renewed while the transaction is open."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -248,6 +249,22 @@ def test_a_commit_that_fails_lets_the_run_go_and_the_fence_decides(
     # Let go, its lease lapses and the reaper takes it back: out of attempts, dead.
     assert settled(queue, job_id) == ["dead"]
     assert rows(probe, charges) == []
+
+
+def test_a_transaction_the_handler_left_aborted_is_a_failed_run(
+    queue: Queue, start_worker: Callable[..., Worker], probe: Probe, charges: sql.Identifier
+) -> None:
+    @queue.job("billing.charge", transactional=True, context=True, backoff=lambda n: 3600)
+    def charge_order(ctx: JobContext, order_id: int) -> None:
+        charge(ctx, charges, order_id)
+        with contextlib.suppress(psycopg.errors.DivisionByZero):
+            ctx.conn.execute("SELECT 1/0")  # swallowed, but the transaction is aborted
+
+    job_id = charge_order.enqueue(order_id=7)
+    start_worker(concurrency=1)
+    assert settled(queue, job_id) == ["retried"]
+    assert rows(probe, charges) == []
+    assert "InFailedSqlTransaction" in (queue.journal(str(job_id))[0].note or "")
 
 
 def test_ctx_conn_belongs_to_transactional_runs_only(

@@ -24,7 +24,7 @@ from venturi.context import JobContext
 from venturi.registry import JobDefinition
 from venturi.settlements import Claim, SettleAction, Settlement
 from venturi.store.protocol import Store
-from venturi.worker.execution import execute, job_extra
+from venturi.worker.execution import execute, failed, job_extra
 from venturi.worker.held import HeldJob
 
 logger = logging.getLogger("venturi.worker")
@@ -36,7 +36,7 @@ class Committed(enum.Enum):
     COMPLETED = "completed"  # the handler's writes and the completion committed
     FENCED = "fenced"  # the completion's fence no longer held: all rolled back
     ROLLED_BACK = "rolled back"  # the handler did not complete: settle as any run
-    UNKNOWN = "unknown"  # the completion or commit failed: let the run go
+    UNKNOWN = "unknown"  # opening or committing the transaction failed: let the run go
 
 
 @attrs.frozen
@@ -79,13 +79,20 @@ def run_transaction(
             on_returned()
             if settlement.action is not SettleAction.COMPLETE:
                 raise _RollBack(Committed.ROLLED_BACK)
-            if not store.complete_in(conn, Claim.of(job), settlement):
+            try:
+                applied = store.complete_in(conn, Claim.of(job), settlement)
+            except Exception as exc:
+                # Refused before the commit (a transaction the handler left aborted, a
+                # lost connection): nothing committed, so the run failed like any other.
+                settlement = failed(definition, ctx, exc)
+                raise _RollBack(Committed.ROLLED_BACK) from exc
+            if not applied:
                 raise _RollBack(Committed.FENCED)
     except _RollBack as back:
         return TransactionalOutcome(settlement, back.committed)
     except Exception as exc:
-        # Either side of the commit: the lease lapses and the fence decides. If it
-        # committed, the job is completed; if not, the reaper takes it back.
+        # Opening or committing failed, and a commit may have landed: the lease lapses
+        # and the fence decides. Completed if it did; if not, the reaper takes it back.
         logger.error(
             "transactional job %s (%s) run %d: its transaction failed (%s)",
             job.id,
