@@ -2,8 +2,13 @@
 -- epoch and status, and journaled only when its transition applied. Rows are locked in
 -- id order and locked rows are skipped, never waited for (no deadlock with a heartbeat,
 -- no stall behind one row a user holds locked): the caller tries those again later.
+-- A transactional run (within_lease true) completes only while its lease still holds at
+-- this statement: its transaction may have outlived the lease, and then it must not apply.
+-- Times are the statement's, not now(): in a transactional run now() is when the
+-- handler's transaction began.
 -- Parameters: ids (uuid[]), owners (text[]), runs (int[]), attachments (JSON text[]),
--- notes (text[]), all sent in binary ("b" placeholders: no per-element quoting here).
+-- notes (text[]), all sent in binary ("b" placeholders: no per-element quoting here);
+-- within_lease (boolean).
 -- Returns: (id, true) for each completion applied; (id, false) for a run still held
 -- whose row was locked (nothing changed); a missing id was fenced out.
 WITH batch AS (
@@ -14,14 +19,16 @@ WITH batch AS (
 {locked_runs},
 settled AS (
     UPDATE {jobs} AS j
-    SET status = 'completed', finished_at = now(), claim_expires_at = NULL
+    SET status = 'completed', finished_at = statement_timestamp(), claim_expires_at = NULL
     FROM locked JOIN batch AS b ON b.id = locked.id
     WHERE j.id = locked.id
+      AND (NOT %(within_lease)s::boolean OR j.claim_expires_at > statement_timestamp())
     RETURNING j.id, j.kind, j.run_count, b.attachment, b.note
 ),
 journaled AS (
-    INSERT INTO {journal} (job_id, kind, run_no, outcome, note, attachment)
-    SELECT id, kind, run_count, 'completed', note, attachment FROM settled
+    INSERT INTO {journal} (job_id, kind, run_no, outcome, note, attachment, recorded_at)
+    SELECT id, kind, run_count, 'completed', note, attachment, statement_timestamp()
+    FROM settled
 )
 SELECT id, true FROM settled
 UNION ALL

@@ -144,7 +144,8 @@ class Queue(ScheduleRegistry, KindControl):
         ``concurrency`` (claimed at once), ``key_concurrency`` (running per
         ``concurrency_key``) and ``rate`` (``"N/s"``, ``"N/m"`` or ``"N/h"`` runs started).
         The payload's keys are the function's keyword arguments (checked at enqueue).
-        With ``context=True`` the first argument is the run's `JobContext`.
+        With ``context=True`` the first argument is the run's `JobContext`; with
+        ``transactional=True`` its writes on ``ctx.conn`` commit with the fenced completion.
         """
 
         def register(func: Callable[P, R]) -> JobFunction[P, R]:

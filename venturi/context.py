@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import psycopg
 
+from venturi.errors import ConfigurationError
 from venturi.models import JobRecord
 
 _current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
@@ -20,6 +22,8 @@ _current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
 class JobContext:
     """What a handler may know and do about its own run.
 
+    ``conn`` is the run's transaction, for a kind registered with ``transactional=True``.
+
     ``stopping`` is set when the worker is stopping, the job was cancelled, its lease was
     lost or its timeout passed: a long handler checks it and returns, or raises `Pause`
     with a ``carry`` checkpoint.
@@ -30,6 +34,28 @@ class JobContext:
     notes: list[str] = attrs.field(factory=list)
     attachment: Any = None
     _extend: Callable[[], bool] | None = attrs.field(default=None, alias="extend")
+    _conn: psycopg.Connection[Any] | None = attrs.field(default=None, init=False)
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The psycopg connection of this run's open transaction (``transactional=True``).
+
+        Write on it and return: the job's fenced completion is written in the same
+        transaction, which then commits; if the run lost its claim meanwhile, or raised,
+        everything written here rolls back. Never commit or roll back on it yourself
+        (nested ``with ctx.conn.transaction():`` blocks are savepoints and are fine).
+        Raises `ConfigurationError` outside a transactional run.
+        """
+        if self._conn is None:
+            raise ConfigurationError(
+                f"ctx.conn: job {self.job.id} ({self.job.kind}) has no transaction; register "
+                "its kind with transactional=True, and use ctx.conn only while it runs"
+            )
+        return self._conn
+
+    def bind(self, conn: psycopg.Connection[Any] | None) -> None:
+        """Hand the run its transaction's connection (the worker does; None takes it back)."""
+        self._conn = conn
 
     @property
     def attempt(self) -> int:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Generic, ParamSpec, Protocol, TypedDict, TypeVar
 
 import attrs
+import psycopg
 from ulid import ULID
 
 from venturi.backoff import Backoff, Exponential
@@ -19,6 +21,11 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_LEASE = 60.0
+
+TransactionSource = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
+"""Opens the transaction a transactional run happens in: a context manager yielding a
+psycopg connection in an open transaction, which commits when the block ends normally
+and rolls back when it raises (the Django integration's is ``transaction.atomic()``)."""
 
 
 class JobOptions(TypedDict, total=False):
@@ -33,6 +40,8 @@ class JobOptions(TypedDict, total=False):
     concurrency: int | None
     key_concurrency: int | None
     rate: str | Rate | None
+    transactional: bool
+    transaction: TransactionSource | None
 
 
 class EnqueueTarget(Protocol):
@@ -104,9 +113,31 @@ class JobDefinition:
     concurrency: int | None = attrs.field(default=None, converter=to_concurrency)
     key_concurrency: int | None = attrs.field(default=None, converter=to_key_concurrency)
     rate: Rate | None = attrs.field(default=None, converter=to_rate)
+    # Run the handler in a transaction (``ctx.conn``) that the completion commits.
+    transactional: bool = attrs.field(default=False, kw_only=True)
+    # Where that transaction comes from; None: a connection of the worker's own.
+    transaction: TransactionSource | None = attrs.field(default=None, kw_only=True)
     signature: inspect.Signature = attrs.field(
         init=False, default=attrs.Factory(_payload_signature, takes_self=True)
     )
+
+    @transactional.validator
+    def _check_transactional(self, _: attrs.Attribute[bool], value: bool) -> None:
+        if not isinstance(value, bool):
+            raise ConfigurationError(
+                f"transactional of {self.kind!r} must be True or False, got {value!r}"
+            )
+
+    @transaction.validator
+    def _check_transaction(
+        self, _: attrs.Attribute[TransactionSource | None], value: TransactionSource | None
+    ) -> None:
+        if value is not None and not callable(value):
+            raise ConfigurationError(f"transaction of {self.kind!r} must be callable")
+        if value is not None and not self.transactional:
+            raise ConfigurationError(
+                f"transaction of {self.kind!r} is given, so the kind needs transactional=True"
+            )
 
     @property
     def limits(self) -> KindLimits:

@@ -288,3 +288,33 @@ def test_flask_venturi_worker_runs_a_group_of_worker_processes(
     assert group.returncode == 0, errors
     assert "worker group of 2 processes starting" in errors
     assert len(re.findall(r"worker process \d+ started", errors)) == 2, errors
+
+
+def test_a_transactional_job_writes_through_a_session_on_its_transaction(
+    app: Flask, database_dsn: str, notes_table: str
+) -> None:
+    from sqlalchemy import text
+
+    from venturi import JobContext
+    from venturi.contrib.sqlalchemy import session_for
+
+    kind = f"txn.{app.config['VENTURI_PREFIX']}"
+    quoted = sql.Identifier(notes_table).as_string()
+
+    @venturi.job(kind, transactional=True, context=True, backoff=lambda n: 3600)
+    def write(ctx: JobContext, body: str) -> None:
+        with session_for(ctx) as session:
+            session.execute(text(f"INSERT INTO {quoted} (body) VALUES (:body)"), {"body": body})
+        if current_app.config["VENTURI_PREFIX"] and body == "refused":
+            raise ValueError("refused after writing")
+
+    with app.app_context():
+        kept, refused = (
+            venturi.enqueue(kind, {"body": "kept"}),
+            venturi.enqueue(kind, {"body": "refused"}),
+        )
+    queue = venturi.queue_for(app)
+    assert queue.drain(kinds=[kind]) == 2
+    assert [e.outcome for e in queue.journal(kept)] == ["completed"]
+    assert [e.outcome for e in queue.journal(refused)] == ["retried"]
+    assert _notes(database_dsn, notes_table) == [("kept", False)]

@@ -3,6 +3,10 @@
 The one ledger of the suite: in-process workers, the worker processes of
 `tests.support.worker_process` and the fault scenarios all register the kinds below.
 
+The transactional kind (`TXN_KIND`) also writes one row of the effects table on
+``ctx.conn``, in the transaction its completion commits: that table holds the effects
+venturi promises exactly once, beside the ledger's executions (at least once).
+
 Handlers write on a connection of their own (autocommit, one per handler thread), so a
 run leaves its row even if its worker is killed a moment later. Each execution carries a
 random token and the writes are idempotent, so a write retried after a dropped reply
@@ -26,6 +30,7 @@ import venturi
 from venturi.registry import JobOptions
 
 WORK_KIND: Final = "fault.work"
+TXN_KIND: Final = "fault.txn"
 GIL_KIND: Final = "fault.gil"
 HANG_KIND: Final = "test.hang"
 STUBBORN_KIND: Final = "test.stubborn"
@@ -35,6 +40,11 @@ _RETRY_FOR: Final = 120.0
 
 def table(prefix: str) -> sql.Identifier:
     return sql.Identifier(f"{prefix}_ledger")
+
+
+def effects_table(prefix: str) -> sql.Identifier:
+    """Transactional effects: deliberately no unique key, so a doubled effect would show."""
+    return sql.Identifier(f"{prefix}_effects")
 
 
 def create(dsn: str, prefix: str) -> None:
@@ -49,11 +59,19 @@ def create(dsn: str, prefix: str) -> None:
                 " finished_at timestamptz, PRIMARY KEY (job_id, run_no, token))"
             ).format(table(prefix))
         )
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (job_id uuid NOT NULL, run_no integer NOT NULL,"
+                " worker text NOT NULL, pid integer NOT NULL)"
+            ).format(effects_table(prefix))
+        )
 
 
 def drop(dsn: str, prefix: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table(prefix)))
+        conn.execute(
+            sql.SQL("DROP TABLE IF EXISTS {}, {}").format(table(prefix), effects_table(prefix))
+        )
 
 
 class Ledger:
@@ -61,6 +79,7 @@ class Ledger:
 
     def __init__(self, dsn: str, prefix: str, worker: str) -> None:
         self.dsn = dsn
+        self.prefix = prefix
         self.table = table(prefix)
         self.worker = worker
         self._local = threading.local()
@@ -168,6 +187,21 @@ def register(queue: venturi.Queue, ledger: Ledger, *, lease: float, max_attempts
             time.sleep(seconds)
         ledger.finished(ctx, token)
         return ctx.attempt
+
+    transactional: JobOptions = {**policy, "transactional": True}
+
+    @queue.job(TXN_KIND, **transactional)
+    def txn(
+        ctx: venturi.JobContext, ms: int = 0, first_ms: int | None = None, cooperative: bool = True
+    ) -> int:
+        """`work`, with one effects row written in the run's transaction first."""
+        ctx.conn.execute(
+            sql.SQL("INSERT INTO {} (job_id, run_no, worker, pid) VALUES (%s, %s, %s, %s)").format(
+                effects_table(ledger.prefix)
+            ),
+            (ctx.job.id.to_uuid(), ctx.attempt, ledger.worker, os.getpid()),
+        )
+        return work(ctx, ms, first_ms, cooperative)
 
     @queue.job(HANG_KIND, **policy)
     def hang(ctx: venturi.JobContext) -> None:

@@ -35,6 +35,7 @@ WORKLOADS = (
     "latency",
     "backlog",
     "limited",
+    "transactional",
     "prune",
     "rss",
     "cpu",
@@ -45,6 +46,8 @@ LIMITED_CONCURRENCY = 8
 # The "cpu" workload: threads per worker process, and process counts without --processes.
 CPU_CONCURRENCY = 4
 CPU_PROCESSES = (1, 2)
+# The "transactional" workload drains a transactional kind at these concurrencies.
+TRANSACTIONAL_CONCURRENCIES = (1, 16)
 Step = Callable[[], dict[str, float]]
 
 
@@ -58,6 +61,7 @@ def _groups(
     prepared: VenturiBench | None = None,
     limited: VenturiBench | None = None,
     cpu_loops: int = 0,
+    transactional: VenturiBench | None = None,
 ) -> list[list[Step]]:
     """Each group's steps are measured back to back in one round (venturi beside its
     ceilings, and beside itself with prepared statements on); rounds reverse the order
@@ -98,6 +102,12 @@ def _groups(
         if "drain" not in workloads:
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
+    if transactional is not None:
+        for c in TRANSACTIONAL_CONCURRENCIES:
+            steps = [functools.partial(transactional.drain, c, f"transactional.c{c}")]
+            if "drain" not in workloads:
+                steps.append(functools.partial(main.drain, c))
+            groups.append(steps)
     if "prune" in workloads:
         groups.append([PruneBench(main).round])
     if "rss" in workloads:
@@ -159,6 +169,10 @@ def run(
             limited = VenturiBench(settings, "l", concurrency_limit=LIMITED_CONCURRENCY)
             cleanup.callback(limited.close)
         cpu_loops = loops_for(settings.cpu_ms) if "cpu" in workloads else 0
+        transactional: VenturiBench | None = None
+        if "transactional" in workloads:
+            transactional = VenturiBench(settings, "x", transactional=True)
+            cleanup.callback(transactional.close)
         groups = _groups(
             workloads,
             processes,
@@ -168,6 +182,7 @@ def run(
             prepared=prepared,
             limited=limited,
             cpu_loops=cpu_loops,
+            transactional=transactional,
         )
         for index in range(settings.rounds):
             say(f"round {index + 1} of {settings.rounds}")

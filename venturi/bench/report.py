@@ -28,6 +28,8 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("CPU-bound jobs, 4 worker processes", "cpu.4p", "cpu.1p", None),
     ("CPU-bound work, 2 plain processes", "cpu.ceiling.2p", "cpu.ceiling.1p", None),
     ("CPU-bound work, 4 plain processes", "cpu.ceiling.4p", "cpu.ceiling.1p", None),
+    ("drain c1, transactional completion", "transactional.c1", "drain.c1", None),
+    ("drain c16, transactional completion", "transactional.c16", "drain.c16", None),
 )
 # `--compare-prepared`: each workload with server-side prepared statements on, against
 # venturi's default (off) measured in the same rounds.

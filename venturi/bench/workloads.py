@@ -1,5 +1,5 @@
-"""venturi's side of `venturi bench`: enqueue, enqueue-many, drain, latency, backlog, and
-the drain of a kind with a concurrency limit.
+"""venturi's side of `venturi bench`: enqueue, enqueue-many, drain, latency, backlog, the
+drain of a kind with a concurrency limit, and of a transactional kind.
 
 Every workload runs no-op jobs through the public API (`Queue`, `Worker`) under a fresh
 prefix, then proves each job ran exactly once: by the in-process ledger of handler
@@ -62,6 +62,7 @@ class VenturiBench:
         *,
         prepared_statements: bool = False,
         concurrency_limit: int | None = None,
+        transactional: bool = False,
     ) -> None:
         self.settings = settings
         self.prefix = new_prefix(label)
@@ -80,7 +81,11 @@ class VenturiBench:
         ledger = self.ledger
 
         # With a concurrency limit, every claim takes the limited path (the kind's turn).
-        @self.queue.job(BENCH_KIND, lease=60, concurrency=concurrency_limit)
+        # A transactional kind completes each run in its own transaction (nothing else
+        # written there): the cost of that completion against a batched one.
+        @self.queue.job(
+            BENCH_KIND, lease=60, concurrency=concurrency_limit, transactional=transactional
+        )
         def noop(n: int) -> None:
             ledger.record(n)
 

@@ -140,6 +140,15 @@ class TracedStore(StoreWrapper):
                 self._finish(claim, settlement, None)
         return result
 
+    def complete_in(
+        self, conn: psycopg.Connection[Any], claim: Claim, settlement: Settlement
+    ) -> bool:
+        # A transactional run: its span ends when its completion is written in its
+        # transaction, which commits right after.
+        applied = self.inner.complete_in(conn, claim, settlement)
+        self._finish(claim, settlement, Outcome.COMPLETED if applied else None)
+        return applied
+
     def _finish(self, claim: Claim, settlement: Settlement, outcome: Outcome | None) -> None:
         span = self.runs.take(claim.job_id, claim.run_count)
         if span is None:

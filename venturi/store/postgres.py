@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -23,7 +24,7 @@ from venturi.models import (
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
-from venturi.store import migrations, retrying
+from venturi.store import migrations, retrying, sqlfiles
 from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
 from venturi.store.flow import FlowControl
@@ -35,6 +36,7 @@ from venturi.store.statements import (
     Busy,
     mapped_errors,
     new_pool,
+    run_read,
     while_busy,
 )
 
@@ -282,17 +284,25 @@ class PostgresStore(FlowControl, Scheduling):
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         if not items:
             return BatchOutcome()
-        rows = self._fetch(
-            "settle_complete",
-            {
-                "ids": [c.job_id.to_uuid() for c, _ in items],
-                "owners": [c.claimed_by for c, _ in items],
-                "runs": [c.run_count for c, _ in items],
-                "attachments": [s.attachment_json for _, s in items],
-                "notes": [s.note for _, s in items],
-            },
-        )
+        rows = self._fetch("settle_complete", _completions(items, within_lease=False))
         return BatchOutcome.from_rows(rows)
+
+    def complete_in(
+        self, conn: psycopg.Connection[Any], claim: Claim, settlement: Settlement
+    ) -> bool:
+        params = _completions([(claim, settlement)], within_lease=True)
+        query = sqlfiles.query("settle_complete", self.prefix)
+
+        def attempt() -> bool | Busy:
+            outcome = BatchOutcome.from_rows(run_read(conn, query, params))
+            return BUSY if outcome.busy else claim.job_id in outcome.applied
+
+        return while_busy(attempt)
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        with self.connection() as conn, conn.transaction():
+            yield conn
 
     def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome:
         if not leases:
@@ -355,6 +365,20 @@ class PostgresStore(FlowControl, Scheduling):
         """Close the pool if this store opened it; a borrowed pool is left alone."""
         if self.owns_pool:
             self.pool.close()
+
+
+def _completions(
+    items: Sequence[tuple[Claim, Settlement]], *, within_lease: bool
+) -> dict[str, Any]:
+    """The parameters of ``settle_complete`` for these runs."""
+    return {
+        "ids": [c.job_id.to_uuid() for c, _ in items],
+        "owners": [c.claimed_by for c, _ in items],
+        "runs": [c.run_count for c, _ in items],
+        "attachments": [s.attachment_json for _, s in items],
+        "notes": [s.note for _, s in items],
+        "within_lease": within_lease,
+    }
 
 
 def _in_claim_order(jobs: list[JobRecord]) -> list[JobRecord]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -126,6 +127,18 @@ class Store(Protocol):
         the run had lost its claim and nothing changed."""
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome: ...
+
+    def complete_in(self, conn: Connection[Any], claim: Claim, settlement: Settlement) -> bool:
+        """Write ``claim``'s completion inside ``conn``'s open transaction: True if it
+        applied (it commits with that transaction), False if the run lost its claim or
+        its lease lapsed (the caller rolls back). Waits out a row locked by another
+        session; never commits."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Connection[Any]]:
+        """A pooled connection in an open transaction: commits when the block ends,
+        rolls back if it raises."""
+        ...
 
     def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome: ...
 

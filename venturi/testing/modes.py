@@ -20,7 +20,7 @@ from venturi.registry import JobDefinition
 from venturi.settlements import Claim, Settlement
 from venturi.store.protocol import Store
 from venturi.store.wrapper import StoreWrapper
-from venturi.worker.execution import execute
+from venturi.worker.transactional import run_inline
 
 INLINE_RUNNER = "inline"
 
@@ -164,11 +164,12 @@ def run_due(queue: Queue, *, raise_failures: bool = True) -> int:
             return queue.store.extend_lease([(claim, lease)]).kept(claim.job_id)
 
         try:
-            settlement = execute(definition, JobContext(job, extend=extend))
+            settlement = run_inline(queue.store, definition, JobContext(job, extend=extend))
         except BaseException:
             queue.store.settle(claim, Settlement.release("inline run interrupted"))
             raise
-        queue.store.settle(claim, settlement)
+        if settlement is not None:
+            queue.store.settle(claim, settlement)
         runs += 1
         if raised and raise_failures:
             raise raised[0]

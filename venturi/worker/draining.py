@@ -13,8 +13,8 @@ from venturi.models import JobRecord
 from venturi.registry import JobDefinition
 from venturi.settlements import Claim, Settlement
 from venturi.store.protocol import Store
-from venturi.worker.execution import execute
 from venturi.worker.options import default_name
+from venturi.worker.transactional import run_inline
 
 # How soon to look again when a due job is locked by someone else or held back by limits.
 DRAIN_RECHECK: Final = 0.05
@@ -67,9 +67,10 @@ def run_claimed(store: Store, definition: JobDefinition, job: JobRecord, lease: 
         return store.extend_lease([(claim, lease)]).kept(job.id)
 
     try:
-        settlement = execute(definition, JobContext(job, extend=extend))
+        settlement = run_inline(store, definition, JobContext(job, extend=extend))
     except BaseException:
         # KeyboardInterrupt or SystemExit from the handler: hand the job back untouched.
         store.settle(claim, Settlement.release("drain interrupted"))
         raise
-    store.settle(claim, settlement)
+    if settlement is not None:
+        store.settle(claim, settlement)

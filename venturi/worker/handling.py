@@ -10,6 +10,7 @@ import time
 import attrs
 
 from venturi.events import WorkerEvents
+from venturi.models import Outcome
 from venturi.settlements import SettleAction, Settlement
 from venturi.worker.completer import Completer
 from venturi.worker.deadlines import Deadlines
@@ -17,6 +18,7 @@ from venturi.worker.dispatcher import Dispatcher
 from venturi.worker.execution import execute, failed, job_extra
 from venturi.worker.held import HeldJob, HeldJobs
 from venturi.worker.settling import Settler
+from venturi.worker.transactional import Committed, Transactions
 
 logger = logging.getLogger("venturi.worker")
 
@@ -40,6 +42,7 @@ class HandlerLoop:
     deadlines: Deadlines
     events: WorkerEvents
     stopping: threading.Event
+    transactions: Transactions
 
     def run(self) -> None:
         while True:
@@ -78,15 +81,27 @@ class HandlerLoop:
         self.deadlines.add(held)
         job = held.job
         self.events.job_started(job, max(0.0, time.time() - job.visible_at.timestamp()))
+        committed = Committed.ROLLED_BACK
+        error: BaseException | None = None
         try:
-            settlement = execute(held.definition, held.ctx)
+            if held.definition.transactional:
+                ran = self.transactions.run(held)
+                settlement, committed, error = ran.settlement, ran.committed, ran.error
+            else:
+                settlement = execute(held.definition, held.ctx)
         except BaseException as exc:
             # SystemExit from a handler (sys.exit) would end this thread for good and
             # shrink the pool; it is the handler's failure like any exception.
             settlement = failed(held.definition, held.ctx, exc)
         self.held.mark_ended(held)
         self.dispatcher.slot_freed(time.monotonic() - taken)
-        if settlement.action is SettleAction.COMPLETE and self.completer.running:
+        if committed is Committed.COMPLETED:
+            self.settler.settled(held, settlement, Outcome.COMPLETED)
+        elif committed is Committed.FENCED:
+            self.settler.settled(held, settlement, None)
+        elif committed is Committed.UNKNOWN:
+            self.settler.let_go(held, error or RuntimeError("transaction failed"))
+        elif settlement.action is SettleAction.COMPLETE and self.completer.running:
             self.completer.submit(held, settlement)
         else:
             self.settler.settle(held, settlement)

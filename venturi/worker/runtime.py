@@ -40,6 +40,7 @@ from venturi.worker.reaper import Reaper
 from venturi.worker.scheduler import scheduling_loops
 from venturi.worker.settling import Settler
 from venturi.worker.supervision import Supervisor, join_by, run_hooks, stop_signals
+from venturi.worker.transactional import Transactions
 
 logger = logging.getLogger("venturi.worker")
 
@@ -211,6 +212,7 @@ class Worker:
             batch_size=self._completion_batch,
         )
         self._side_store = self.store.sibling(pool_size=1)
+        self._transactions = Transactions(self.store, self.concurrency, self.held.mark_ended)
         self._heartbeat = Heartbeat(self._side_store, self.held, self.events)
         reaper = Reaper(self._side_store, self.definitions, self.events)
         periodics = [
@@ -264,6 +266,7 @@ class Worker:
             deadlines=self._deadlines,
             events=self.events,
             stopping=self._stopping,
+            transactions=self._transactions,
         )
         self._threads = [
             spawn(f"venturi-handler-{i}", self._handlers.run) for i in range(self.concurrency)
@@ -335,6 +338,7 @@ class Worker:
                 thread.join(5.0)
         if self._side_store is not None:
             self._side_store.close()
+            self._transactions.close()
 
     def _run_stop_hooks(self) -> None:
         hooks, self.stop_hooks = self.stop_hooks, []

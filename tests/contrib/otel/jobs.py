@@ -32,3 +32,10 @@ def register(queue: Queue) -> None:
     @queue.job("shop.noop")
     def noop() -> None:
         pass
+
+    @queue.job("shop.transactional", context=True, transactional=True)
+    def transactional(ctx: JobContext, cancel: bool = False) -> None:
+        """Completes in its own transaction; cancelled meanwhile, that is fenced."""
+        ctx.conn.execute("SELECT 1")
+        if cancel:
+            assert queue.cancel(ctx.job.id)

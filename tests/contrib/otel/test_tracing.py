@@ -211,3 +211,14 @@ def test_a_run_never_settled_is_ended_as_abandoned_by_the_next_run(
     [ended] = [s for s in exporter.get_finished_spans() if s.name == "process shop.noop"]
     assert (ended.attributes or {})["venturi.job.outcome"] == "abandoned"
     assert runs.take(job_id, 1) is None and runs.take(job_id, 2) is not None
+
+
+def test_a_transactional_run_ends_its_span_completed_or_fenced(
+    queue: Queue, exporter: InMemorySpanExporter
+) -> None:
+    queue.enqueue("shop.transactional")
+    queue.enqueue("shop.transactional", {"cancel": True})
+    assert queue.drain() == 2
+    spans = _spans(exporter, "process shop.transactional")
+    outcomes = sorted(str((s.attributes or {})["venturi.job.outcome"]) for s in spans)
+    assert outcomes == ["completed", "fenced"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar, Unpack
 
 import psycopg
@@ -14,6 +15,7 @@ from ulid import ULID
 
 from venturi.client import Queue
 from venturi.contrib.lazy import Handler, LazyQueue, Registry
+from venturi.errors import ConfigurationError
 from venturi.registry import JobFunction, JobOptions
 from venturi.schedule_registry import split_options
 
@@ -121,6 +123,8 @@ _target = _DjangoTarget()
 
 def job(
     kind: str,
+    *,
+    atomic: bool = False,
     **options: Unpack[JobOptions],
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Register the decorated function as the handler of ``kind`` (like `Queue.job`).
@@ -128,8 +132,47 @@ def job(
     Usable at import time: nothing connects until the queue is first used. Its
     ``enqueue`` joins Django's current transaction (see `enqueue`), and every run is
     wrapped in ``close_old_connections()`` as Django wraps a request.
+
+    With ``atomic=True`` each run happens inside ``transaction.atomic()`` on Django's
+    connection to the queue's database, and the job's fenced completion is written in
+    that block: the run's ORM writes commit if and only if its completion applies
+    (`atomic_run`). Such a handler must be a plain ``def``.
     """
-    return registry.job(_target, kind, **options)
+    if not isinstance(atomic, bool):
+        raise ConfigurationError(f"atomic of {kind!r} must be True or False, got {atomic!r}")
+    if atomic:
+        options = {**options, "transactional": True, "transaction": atomic_run}
+    register = registry.job(_target, kind, **options)
+    if not atomic:
+        return register
+
+    def register_atomic(func: Callable[P, R]) -> JobFunction[P, R]:
+        if inspect.iscoroutinefunction(func):
+            raise ConfigurationError(
+                f"handler of {kind!r} is async, but atomic=True runs a plain def: its ORM "
+                "calls must be on this thread's connection, inside the atomic block"
+            )
+        return register(func)
+
+    return register_atomic
+
+
+@contextmanager
+def atomic_run() -> Iterator[psycopg.Connection[Any]]:
+    """The transaction of a run of an ``atomic=True`` job: ``transaction.atomic()`` on
+    Django's connection to the queue's database, whose psycopg connection it yields.
+
+    Stale connections are closed around it, as around a request (not inside a
+    caller's own atomic block, as in the inline test mode)."""
+    fresh = not any(c.in_atomic_block for c in connections.all(initialized_only=True))
+    if fresh:
+        close_old_connections()
+    try:
+        with transaction.atomic(using=database_alias()):
+            yield django_connection()
+    finally:
+        if fresh:
+            close_old_connections()
 
 
 def periodic(kind: str, **options: Any) -> Callable[[Callable[P, R]], JobFunction[P, R]]:

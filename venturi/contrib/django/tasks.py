@@ -69,15 +69,24 @@ R = TypeVar("R")
 
 @attrs.frozen
 class BackendOptions:
-    """A venturi backend's ``OPTIONS``: ``MAX_ATTEMPTS``, ``LEASE`` and ``TIMEOUT`` (s)."""
+    """A venturi backend's ``OPTIONS``: ``MAX_ATTEMPTS``, ``LEASE`` and ``TIMEOUT`` (s),
+    and ``ATOMIC``: run each task in ``transaction.atomic()`` and complete its job in that
+    block, so its ORM writes commit if and only if the completion applies (the
+    ``atomic=True`` of `venturi.contrib.django.job`)."""
 
     max_attempts: int = 5
     lease: float = DEFAULT_LEASE
     timeout: float | None = None
+    atomic: bool = False
 
     @classmethod
     def from_params(cls, alias: str, options: Mapping[str, Any]) -> BackendOptions:
-        known = {"MAX_ATTEMPTS": "max_attempts", "LEASE": "lease", "TIMEOUT": "timeout"}
+        known = {
+            "MAX_ATTEMPTS": "max_attempts",
+            "LEASE": "lease",
+            "TIMEOUT": "timeout",
+            "ATOMIC": "atomic",
+        }
         unknown = sorted(str(k) for k in options if k not in known)
         if unknown:
             raise SettingsError(
@@ -107,6 +116,7 @@ def register_backend(alias: str, params: Mapping[str, Any]) -> None:
                     lease=options.lease,
                     timeout=options.timeout,
                     context=True,
+                    atomic=options.atomic,
                 )(run_task)
             except (InvalidJob, ConfigurationError) as exc:
                 raise SettingsError(f"TASKS[{alias!r}] queue {name!r}: {exc}") from None

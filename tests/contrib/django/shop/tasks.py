@@ -59,3 +59,12 @@ async def snooze(context: TaskContext[Any, Any]) -> int:
     if context.attempt == 1:
         raise Pause(after=0)
     return context.attempt
+
+
+@task()
+def ship_or_fail(order_id: int, fail: bool = False) -> dict[str, Any]:
+    """Ships, then fails if asked: on a backend with ``ATOMIC`` the shipping rolls back."""
+    Order.objects.filter(pk=order_id).update(status="shipped")
+    if fail:
+        raise FirstTryError("the carrier refused the parcel")
+    return {"order": order_id, "shipped": True}
