@@ -26,7 +26,7 @@ from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
 from venturi.store import migrations, retrying
 from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
-from venturi.store.flow import FlowControl
+from venturi.store.flow import FlowControl, completion_params
 from venturi.store.ids import new_id
 from venturi.store.owned_pools import open_owned
 from venturi.store.scheduling import Scheduling
@@ -282,17 +282,7 @@ class PostgresStore(FlowControl, Scheduling):
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         if not items:
             return BatchOutcome()
-        rows = self._fetch(
-            "settle_complete",
-            {
-                "ids": [c.job_id.to_uuid() for c, _ in items],
-                "owners": [c.claimed_by for c, _ in items],
-                "runs": [c.run_count for c, _ in items],
-                "attachments": [s.attachment_json for _, s in items],
-                "notes": [s.note for _, s in items],
-            },
-        )
-        return BatchOutcome.from_rows(rows)
+        return BatchOutcome.from_rows(self._fetch("settle_complete", completion_params(items)))
 
     def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome:
         if not leases:

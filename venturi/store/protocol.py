@@ -127,6 +127,18 @@ class Store(Protocol):
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome: ...
 
+    def complete_and_claim(
+        self,
+        claim: Claim,
+        settlement: Settlement,
+        kind: str,
+        lease: float,
+        priority_floor: int | None = None,
+    ) -> tuple[BatchOutcome, list[JobRecord]]:
+        """Complete one run of a kind with limits and, only if that applied, claim the
+        kind's next job for the same worker, within its limits, in one transaction."""
+        ...
+
     def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome: ...
 
     def find_stale(self, limit: int = 100) -> list[JobRecord]: ...
