@@ -220,8 +220,9 @@ class Store(Protocol):
 
     def schedules(self) -> list[ScheduleInfo]: ...
 
-    def trigger_schedule(self, name: str) -> ULID | None:
-        """Enqueue one run of a schedule now, outside its bookkeeping; None if unknown."""
+    def trigger_schedule(self, name: str, concurrency_key: str | None = None) -> ULID | None:
+        """Enqueue one run of a schedule now, outside its bookkeeping, keyed
+        ``concurrency_key``; None if unknown. A kind with a key limit needs the key."""
         ...
 
     def prune(self, retention: Retention, stopping: threading.Event) -> dict[str, int] | None:
