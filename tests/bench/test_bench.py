@@ -28,6 +28,8 @@ EXPECTED_SERIES = {
     "drain.c16",
     "backlog.c16",
     "limited8.c16",
+    "limited3.10ms.c16",
+    "limited3.10ms.c16.ideal",
     "prune.alone.c16",
     "prune.beside.c16",
     "prune.deleted",
@@ -105,7 +107,8 @@ def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -
 
 
 def test_quick_run_drops_its_tables(quick_report: dict[str, Any]) -> None:
-    assert len(quick_report["_prefixes"]) == 3  # the main prefix, the backlog's, the limited's
+    # the main prefix, the backlog's, and the two limited kinds'
+    assert len(quick_report["_prefixes"]) == 4
     assert quick_report["_left_behind"] == set()
 
 

@@ -39,8 +39,12 @@ WORKLOADS = (
     "rss",
 )
 DRAIN_CONCURRENCIES = (1, 4, 16)
-# The "limited" workload drains a kind limited to this many running jobs at concurrency 16.
+# The "limited" workload drains a kind limited to this many running jobs at concurrency 16,
+# and one limited to SLOW_LIMIT whose jobs take SLOW_JOB_SECONDS, against the most those
+# places can run (SLOW_LIMIT / SLOW_JOB_SECONDS jobs/s).
 LIMITED_CONCURRENCY = 8
+SLOW_LIMIT = 3
+SLOW_JOB_SECONDS = 0.01
 Step = Callable[[], dict[str, float]]
 
 
@@ -52,7 +56,7 @@ def _groups(
     backlog: VenturiBench | None,
     *,
     prepared: VenturiBench | None = None,
-    limited: VenturiBench | None = None,
+    limited: tuple[VenturiBench, VenturiBench] | None = None,
 ) -> list[list[Step]]:
     """Each group's steps are measured back to back in one round (venturi beside its
     ceilings, and beside itself with prepared statements on); rounds reverse the order
@@ -89,10 +93,12 @@ def _groups(
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
     if limited is not None:
-        steps = [functools.partial(limited.drain, 16, f"limited{LIMITED_CONCURRENCY}.c16")]
+        quick, slow = limited
+        steps = [functools.partial(quick.drain, 16, f"limited{LIMITED_CONCURRENCY}.c16")]
         if "drain" not in workloads:
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
+        groups.append([functools.partial(_slow_limited, slow)])
     if "prune" in workloads:
         groups.append([PruneBench(main).round])
     if "rss" in workloads:
@@ -100,6 +106,15 @@ def _groups(
     for count in processes:
         groups.append([functools.partial(_only, "processes.", drive, main, count, 16, s.jobs)])
     return groups
+
+
+def _slow_limited(bench: VenturiBench) -> dict[str, float]:
+    """The drain of the kind limited to `SLOW_LIMIT` with jobs of `SLOW_JOB_SECONDS`
+    (a fifth of ``jobs``, at most 1,000), beside the most its places can run."""
+    key = f"limited{SLOW_LIMIT}.{SLOW_JOB_SECONDS * 1000:g}ms.c16"
+    count = max(1, min(1000, bench.settings.jobs // 5))
+    figures = bench.drain(16, key, count)
+    return {**figures, f"{key}.ideal": SLOW_LIMIT / SLOW_JOB_SECONDS}
 
 
 def _suffixed(suffix: str, step: Step) -> dict[str, float]:
@@ -141,10 +156,15 @@ def run(
         if settings.compare_prepared:
             prepared = VenturiBench(settings, "p", prepared_statements=True)
             cleanup.callback(prepared.close)
-        limited: VenturiBench | None = None
+        limited: tuple[VenturiBench, VenturiBench] | None = None
         if "limited" in workloads:
-            limited = VenturiBench(settings, "l", concurrency_limit=LIMITED_CONCURRENCY)
-            cleanup.callback(limited.close)
+            quick = VenturiBench(settings, "l", concurrency_limit=LIMITED_CONCURRENCY)
+            cleanup.callback(quick.close)
+            slow = VenturiBench(
+                settings, "s", concurrency_limit=SLOW_LIMIT, job_seconds=SLOW_JOB_SECONDS
+            )
+            cleanup.callback(slow.close)
+            limited = (quick, slow)
         groups = _groups(
             workloads, processes, main, raw, backlog, prepared=prepared, limited=limited
         )
@@ -227,7 +247,8 @@ def bench_command(
     Workloads: enqueue (one transaction each), enqueue-many, drain at concurrency 1, 4
     and 16, latency (enqueue commit to handler start on an idle worker), drain beside a
     backlog of pending rows, drain at concurrency 16 of a kind limited to 8 running jobs
-    (every claim takes the limited path), drain c16 beside the retention's prune of finished
+    (every claim takes the limited path) and of one limited to 3 with 10 ms jobs (against
+    the 300 jobs/s its places allow), drain c16 beside the retention's prune of finished
     rows, and a concurrency-16 worker process's peak RSS. Every job is checked to have run
     exactly once. Uses fresh table prefixes and drops them after.
     """

@@ -20,6 +20,12 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("drain c16", "drain.c16", "ceiling.commit_per_job.c16", 2.0),
     ("drain c16, backlog", "backlog.c16", "drain.c16", 0.8),
     ("drain c16, kind limited to 8", "limited8.c16", "drain.c16", None),
+    (
+        "drain c16, kind limited to 3, 10 ms jobs",
+        "limited3.10ms.c16",
+        "limited3.10ms.c16.ideal",
+        None,
+    ),
     ("drain c16 beside a prune", "prune.beside.c16", "prune.alone.c16", 0.8),
 )
 # `--compare-prepared`: each workload with server-side prepared statements on, against
@@ -47,6 +53,7 @@ CEILING_LABELS = {
     "ceiling.multi_insert": "raw multi-row INSERT",
     "drain.c16": "venturi drain c16, empty table",
     "prune.alone.c16": "the same drain, no prune",
+    "limited3.10ms.c16.ideal": "3 places x 100 jobs/s",
     **{key: "venturi, unprepared (default)" for _, _, key, _ in PREPARED_COMPARISONS},
 }
 
