@@ -32,3 +32,7 @@ def register(queue: Queue) -> None:
     @queue.job("shop.noop")
     def noop() -> None:
         pass
+
+    @queue.job("shop.limited", concurrency=1)
+    def limited(n: int) -> None:
+        """One at a time: each completed run passes its place to the next."""
