@@ -100,7 +100,8 @@ class Scheduling(Housekeeping):
             raise ConfigurationError(
                 f"schedule {name!r}: its kind has key_concurrency, so its job needs a "
                 "concurrency key, which the schedule's declaration in the application's "
-                "code gives; trigger it through the application's queue (venturi --app ...)"
+                "code gives; trigger it through the application's queue (queue.trigger, "
+                "or its embedded CLI: flask venturi, manage.py venturi)"
             )
         return ULID.from_uuid(job_id)
 
