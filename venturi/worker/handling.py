@@ -28,9 +28,10 @@ class HandlerLoop:
 
     A run's path: the dispatcher queues it on ``ready``; here it is marked started,
     watched for its deadline, executed, and its settlement goes to the completer (a
-    completion) or the settler (anything else). Whatever fails around the handler, the
-    run is let go rather than left held. A run taken while the worker is stopping is
-    handed back unstarted.
+    completion) or the settler (anything else), or, for a completion of a kind whose
+    places pass on, to `PlacePassing`, whose next job of the kind this thread runs next.
+    Whatever fails around the handler, the run is let go rather than left held. A run
+    taken while the worker is stopping is handed back unstarted.
     """
 
     ready: queue.SimpleQueue[HeldJob | None]
