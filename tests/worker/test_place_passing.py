@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import pytest
+
 from tests.support import Probe, wait_until
 from venturi import NewJob, Queue, Worker
 
@@ -95,3 +97,31 @@ def test_a_stopping_worker_hands_a_passed_job_back_unstarted(
     assert probe.count("jobs", "status = 'completed'") == 1
     assert probe.count("jobs", "status = 'pending'") == 4
     assert probe.count("jobs", "status = 'claimed'") == 0
+
+
+@pytest.mark.parametrize("prefetch", [0, None])
+def test_passing_never_keeps_another_kind_from_the_threads(
+    queue: Queue, probe: Probe, start_worker: Callable[..., Worker], prefetch: int | None
+) -> None:
+    gate = threading.Event()
+    started = threading.Event()
+
+    @queue.job("capture", concurrency=1)
+    def capture(n: int) -> None:
+        started.set()
+        gate.wait(0.02)
+
+    @queue.job("urgent")
+    def urgent() -> None:
+        pass
+
+    queue.enqueue_many([NewJob("capture", {"n": n}) for n in range(100)])
+    start_worker(concurrency=1, prefetch=prefetch)
+    assert started.wait(10)
+    urgent_id = queue.enqueue("urgent", {}, priority=10)
+    wait_until(
+        lambda: (job := queue.get(urgent_id)) is not None and job.status == "completed",
+        timeout=10,
+        what="the urgent job to run between the limited kind's runs",
+    )
+    assert probe.count("jobs", "kind = 'capture' AND status = 'pending'") > 50

@@ -108,6 +108,11 @@ class Dispatcher:
         straight to the next job of its kind (`venturi.worker.passing`): none is free."""
         self.prefetch.observe_run(ran_for)
 
+    def free_slots(self) -> int:
+        """Slots no claimed job holds now."""
+        with self._lock:
+            return self.capacity - self._busy
+
     def adopt(self, job: JobRecord) -> HeldJob:
         """Hold ``job``, claimed outside a claim pass, as this worker's."""
         return self._hold(job)

@@ -47,7 +47,9 @@ class HandlerLoop:
 
     @passing.default
     def _new_passing(self) -> PlacePassing:
-        return PlacePassing(self.dispatcher, self.settler, self.completer, self.stopping)
+        return PlacePassing(
+            self.dispatcher, self.settler, self.completer, self.ready, self.stopping
+        )
 
     def run(self) -> None:
         while True:

@@ -7,6 +7,7 @@ SQL: the statement swaps one claimed job for at most one (complete_and_claim.sql
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 
 import attrs
@@ -37,17 +38,26 @@ class PlacePassing:
     dispatcher: Dispatcher
     settler: Settler
     completer: Completer
+    ready: queue.SimpleQueue[HeldJob | None]
     stopping: threading.Event
 
     def wanted(self, held: HeldJob, settlement: Settlement) -> bool:
         """Whether this run's end may pass its place on: a completion of a kind with a
         global concurrency and no other limit, while the worker is not stopping. (A key
         limit frees a place of one key, a rate none; their claims must take the kind's
-        turn, and those kinds keep batched completions.)"""
+        turn, and those kinds keep batched completions.)
+
+        Only while no claimed job waits for a handler thread and, for a worker of more
+        kinds, a slot is free for the dispatcher: a thread that kept passing places on
+        must not keep other kinds' jobs (of a higher priority, say) from every slot."""
+        kind = held.job.kind
+        dispatcher = self.dispatcher
         return (
             settlement.action is SettleAction.COMPLETE
-            and held.job.kind in self.dispatcher.flow.passed
+            and kind in dispatcher.flow.passed
             and not self.stopping.is_set()
+            and self.ready.empty()
+            and (dispatcher.leases.keys() == {kind} or dispatcher.free_slots() > 0)
         )
 
     def finish(self, held: HeldJob, settlement: Settlement, ran_for: float) -> HeldJob | None:
