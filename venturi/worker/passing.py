@@ -83,7 +83,10 @@ class PlacePassing:
             return None
         if held.job.id in outcome.busy:
             dispatcher.slot_freed(ran_for)
-            self.completer.submit(held, settlement)
+            if self.completer.running:
+                self.completer.submit(held, settlement)
+            else:
+                self.settler.settle(held, settlement)
             return None
         passed = dispatcher.adopt(jobs[0]) if jobs else None
         if passed is None:
