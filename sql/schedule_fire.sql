@@ -3,7 +3,7 @@
 -- on the next slot (and fingerprint) the caller read: a worker that lost the race finds
 -- the row moved on, updates nothing, and so inserts nothing. NOTIFY rides along.
 -- Parameters: name, fingerprint, expected (next_slot as read), last_slot, next_slot, kind,
--- priority, max_attempts, arrays ids and payloads (JSON text).
+-- priority, max_attempts, concurrency_key (NULL: none), arrays ids and payloads (JSON text).
 -- Returns: whether this call fired the slots, and how many jobs it inserted.
 WITH advanced AS (
     UPDATE {schedules}
@@ -18,8 +18,9 @@ WITH advanced AS (
     RETURNING name
 ),
 inserted AS (
-    INSERT INTO {jobs} (id, kind, payload, priority, max_attempts)
-    SELECT n.id, %(kind)s, n.payload::jsonb, %(priority)s, %(max_attempts)s
+    INSERT INTO {jobs} (id, kind, payload, priority, max_attempts, concurrency_key)
+    SELECT n.id, %(kind)s, n.payload::jsonb, %(priority)s, %(max_attempts)s,
+           %(concurrency_key)s::text
     FROM unnest(%(ids)s::uuid[], %(payloads)s::text[]) AS n(id, payload)
     WHERE EXISTS (SELECT FROM advanced)
     RETURNING id

@@ -306,14 +306,16 @@ class Queue(ScheduleRegistry, KindControl):
         return self.store.schedules()
 
     def trigger(self, name: str) -> ULID:
-        """Enqueue one run of schedule ``name`` now, outside its slot bookkeeping."""
+        """Enqueue one run of schedule ``name`` now, outside its slot bookkeeping (keyed
+        as the schedule registered on this queue keys its jobs)."""
         self._check_process()
         if name == RETENTION_SCHEDULE:
             raise ConfigurationError(
                 f"{name!r} prunes inside the workers and enqueues no job; run `venturi cleanup` "
                 "for a one-off prune"
             )
-        job_id = self.store.trigger_schedule(name)
+        known = self.schedules.get(name)
+        job_id = self.store.trigger_schedule(name, None if known is None else known.concurrency_key)
         if job_id is None:
             raise ConfigurationError(f"no schedule named {name!r} in prefix {self.prefix!r}")
         return job_id

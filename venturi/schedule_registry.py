@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar, Unpack, cast
 
 from venturi.durations import Duration
 from venturi.errors import ConfigurationError, InvalidJob, UnknownKind
+from venturi.models import validate_concurrency_key
 from venturi.registry import EnqueueTarget, JobDefinition, JobFunction, JobOptions
 from venturi.schedules import DEFAULT_MAX_CATCH_UP, SLOT_PARAMETER, CatchUp, Schedule, timing_of
 
@@ -26,10 +27,22 @@ def schedule_for(
     payload: Mapping[str, Any] | None = None,
     catch_up: CatchUp = "latest",
     max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+    concurrency_key: str | None = None,
 ) -> Schedule:
     """A checked schedule of ``definition``'s kind; raises `ConfigurationError` (or
-    `InvalidJob` for a payload that does not fit the handler) before anything is written."""
+    `InvalidJob` for a payload that does not fit the handler, or a bad concurrency key)
+    before anything is written. A kind with ``key_concurrency`` needs ``concurrency_key``
+    (every job it fires gets that key); any other kind refuses one."""
     timing = timing_of(cron, every, tz)
+    key = validate_concurrency_key(concurrency_key)
+    try:
+        definition.check_concurrency_key(key)
+    except InvalidJob as exc:
+        label = definition.kind if name is None else name
+        raise ConfigurationError(
+            f"schedule {label!r}: {exc}"
+            + ("; give the schedule concurrency_key=" if key is None else "")
+        ) from None
     if payload is not None and not isinstance(payload, Mapping):
         raise InvalidJob(f"schedule payload must be a dict, got {type(payload).__name__}")
     fixed = dict(payload or {})
@@ -50,10 +63,13 @@ def schedule_for(
         with_slot=takes_slot,
         priority=definition.priority,
         max_attempts=definition.max_attempts,
+        concurrency_key=key,
     )
 
 
-SCHEDULE_OPTIONS = frozenset(("cron", "every", "tz", "name", "payload", "catch_up", "max_catch_up"))
+SCHEDULE_OPTIONS = frozenset(
+    ("cron", "every", "tz", "name", "payload", "catch_up", "max_catch_up", "concurrency_key")
+)
 
 
 def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -80,6 +96,7 @@ class ScheduleRegistry:
         payload: Mapping[str, Any] | None = None,
         catch_up: CatchUp = "latest",
         max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+        concurrency_key: str | None = None,
         **options: Unpack[JobOptions],
     ) -> Callable[[Callable[P, R]], JobFunction[P, R]]:
         """Register the decorated function as ``kind``'s handler (any `Queue.job` option)
@@ -93,6 +110,7 @@ class ScheduleRegistry:
             "payload": payload,
             "catch_up": catch_up,
             "max_catch_up": max_catch_up,
+            "concurrency_key": concurrency_key,
         }
 
         def register(func: Callable[P, R]) -> JobFunction[P, R]:
@@ -113,6 +131,7 @@ class ScheduleRegistry:
         payload: Mapping[str, Any] | None = None,
         catch_up: CatchUp = "latest",
         max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+        concurrency_key: str | None = None,
     ) -> Schedule:
         """Add a schedule for the registered ``kind``: a job with ``payload`` at every slot.
 
@@ -121,9 +140,11 @@ class ScheduleRegistry:
         a timedelta or text like ``"30s"``). Exactly one of them. A handler with a
         ``scheduled_at`` parameter receives the slot's time (aware, UTC). After downtime,
         ``catch_up`` enqueues the ``"latest"`` missed slot, ``"all"`` of them (at most
-        ``max_catch_up``, the most recent) or ``"none"``. Workers started later fire it,
-        each slot exactly once. Raises `UnknownKind`, `ConfigurationError` or `InvalidJob`
-        (a payload that does not fit the handler).
+        ``max_catch_up``, the most recent) or ``"none"``. ``concurrency_key``: the key of
+        every job fired, required for a kind with ``key_concurrency`` and refused for any
+        other. Workers started later fire it, each slot exactly once. Raises
+        `UnknownKind`, `ConfigurationError` or `InvalidJob` (a payload that does not fit
+        the handler).
         """
         definition = self.definitions.get(kind)
         if definition is None:
@@ -136,6 +157,7 @@ class ScheduleRegistry:
             "payload": payload,
             "catch_up": catch_up,
             "max_catch_up": max_catch_up,
+            "concurrency_key": concurrency_key,
         }
         return self._add(definition, timing, register_kind=False)
 

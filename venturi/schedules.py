@@ -19,7 +19,12 @@ import attrs
 from venturi.cron import Cron, Every
 from venturi.durations import Duration, text_or_seconds
 from venturi.errors import ConfigurationError, InvalidJob
-from venturi.models import validate_kind, validate_max_attempts, validate_priority
+from venturi.models import (
+    validate_concurrency_key,
+    validate_kind,
+    validate_max_attempts,
+    validate_priority,
+)
 from venturi.payload import encode_payload
 
 CatchUp = Literal["latest", "all", "none"]
@@ -89,7 +94,8 @@ class Schedule:
     """One schedule: ``kind`` enqueued with ``payload`` at every slot of ``timing``.
 
     ``with_slot``: the handler declares ``scheduled_at`` and receives each slot's time.
-    ``priority`` and ``max_attempts`` are the kind's, for the jobs fired. A ``builtin``
+    ``priority`` and ``max_attempts`` are the kind's, for the jobs fired, and
+    ``concurrency_key`` their key (a kind with ``key_concurrency`` needs one). A ``builtin``
     schedule (the retention's) enqueues nothing: its slots start work in the workers.
     """
 
@@ -103,6 +109,7 @@ class Schedule:
     priority: int = attrs.field(default=0, converter=validate_priority)
     max_attempts: int = attrs.field(default=5, converter=validate_max_attempts)
     builtin: bool = False
+    concurrency_key: str | None = attrs.field(default=None, converter=validate_concurrency_key)
     payload_json: str = attrs.field(
         init=False, default=attrs.Factory(_payload_text, takes_self=True)
     )
@@ -123,6 +130,8 @@ class Schedule:
             self.max_attempts,
             self.builtin,
         ]
+        if self.concurrency_key is not None:  # keyless schedules keep their fingerprints
+            parts.append(self.concurrency_key)
         text = json.dumps(parts, separators=(",", ":"))
         return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 

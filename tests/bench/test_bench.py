@@ -30,6 +30,8 @@ EXPECTED_SERIES = {
     "limited8.c16",
     "transactional.c1",
     "transactional.c16",
+    "limited3.10ms.c16",
+    "limited3.10ms.c16.ideal",
     "prune.alone.c16",
     "prune.beside.c16",
     "prune.deleted",
@@ -115,8 +117,8 @@ def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -
 
 
 def test_quick_run_drops_its_tables(quick_report: dict[str, Any]) -> None:
-    # the main prefix, the backlog's, the limited kind's, the transactional kind's
-    assert len(quick_report["_prefixes"]) == 4
+    # the main prefix, the backlog's, the two limited kinds', the transactional kind's
+    assert len(quick_report["_prefixes"]) == 5
     assert quick_report["_left_behind"] == set()
 
 

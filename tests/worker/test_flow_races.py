@@ -132,7 +132,14 @@ class ClaimedSampler:
         self.probe.close()
 
 
-def ledger(probe: Probe, table: str) -> list[tuple[Any, ...]]:
+def ledger(probe: Probe, table: str, count: int) -> list[tuple[Any, ...]]:
+    """The ledger's ``count`` rows, once the workers wrote them all (they lag the runs)."""
+    counted = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
+    wait_until(
+        lambda: probe.conn.execute(counted).fetchone() == (count,),
+        timeout=30,
+        what=f"{count} ledger rows",
+    )
     query = sql.SQL(
         "SELECT concurrency_key, claimed_at, started, ended FROM {} ORDER BY claimed_at"
     ).format(sql.Identifier(table))
@@ -199,14 +206,16 @@ def test_four_processes_never_run_more_than_the_global_concurrency(
     with ClaimedSampler(database_dsn, queue.prefix) as sampler:
         queue.enqueue_many([NewJob("limited", {"n": i}) for i in range(jobs)])
         elapsed = drain(queue, probe, jobs, "2,000 jobs limited to 3 to drain")
-    runs = ledger(probe, flow_ledger)
+    runs = ledger(probe, flow_ledger, jobs)
     assert len(runs) == jobs
     overlap = most_overlapping([(started, ended) for _, _, started, ended in runs])
     ideal = jobs * sleep / limit
+    ran = sum(ended - started for _, _, started, ended in runs)
     print(
         f"concurrency={limit}: most claimed seen {sampler.highest} in {sampler.samples} "
         f"samples, most runs overlapping {overlap}; drained {jobs} in {elapsed:.1f}s "
-        f"({jobs / elapsed:.0f}/s; the sleep alone allows {ideal:.1f}s)"
+        f"({jobs / elapsed:.0f}/s; the sleep alone allows {ideal:.1f}s); handlers ran "
+        f"{ran / jobs * 1000:.1f}ms each, the places were busy {ran / (elapsed * limit):.0%}"
     )
     assert sampler.highest == limit
     assert overlap <= limit
@@ -221,7 +230,7 @@ def test_four_processes_start_no_more_than_the_rate_in_any_window(
     started = time.monotonic()
     queue.enqueue_many([NewJob("limited", {"n": i}) for i in range(jobs)])
     drain(queue, probe, jobs, "300 jobs limited to 50/s to drain")
-    runs = ledger(probe, flow_ledger)
+    runs = ledger(probe, flow_ledger, jobs)
     claims = [claimed_at for _, claimed_at, _, _ in runs]
     most = most_in_window(claims, timedelta(seconds=1))
     span = (max(claims) - min(claims)).total_seconds()
@@ -245,7 +254,7 @@ def test_a_busy_key_does_not_hold_back_other_keys(
     ]
     queue.enqueue_many(hot + spread)
     drain(queue, probe, 2000, "2,000 keyed jobs to drain")
-    runs = ledger(probe, flow_ledger)
+    runs = ledger(probe, flow_ledger, 2000)
     hot_end = max(ended for key, _, _, ended in runs if key == "hot")
     spread_end = max(ended for key, _, _, ended in runs if key != "hot")
     first = min(started for _, _, started, _ in runs)

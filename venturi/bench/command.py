@@ -41,8 +41,12 @@ WORKLOADS = (
     "cpu",
 )
 DRAIN_CONCURRENCIES = (1, 4, 16)
-# The "limited" workload drains a kind limited to this many running jobs at concurrency 16.
+# The "limited" workload drains a kind limited to this many running jobs at concurrency 16,
+# and one limited to SLOW_LIMIT whose jobs take SLOW_JOB_SECONDS, against the most those
+# places can run (SLOW_LIMIT / SLOW_JOB_SECONDS jobs/s).
 LIMITED_CONCURRENCY = 8
+SLOW_LIMIT = 3
+SLOW_JOB_SECONDS = 0.01
 # The "cpu" workload: threads per worker process, and process counts without --processes.
 CPU_CONCURRENCY = 4
 CPU_PROCESSES = (1, 2)
@@ -59,7 +63,7 @@ def _groups(
     backlog: VenturiBench | None,
     *,
     prepared: VenturiBench | None = None,
-    limited: VenturiBench | None = None,
+    limited: tuple[VenturiBench, VenturiBench] | None = None,
     cpu_loops: int = 0,
     transactional: VenturiBench | None = None,
 ) -> list[list[Step]]:
@@ -98,10 +102,12 @@ def _groups(
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
     if limited is not None:
-        steps = [functools.partial(limited.drain, 16, f"limited{LIMITED_CONCURRENCY}.c16")]
+        quick, slow = limited
+        steps = [functools.partial(quick.drain, 16, f"limited{LIMITED_CONCURRENCY}.c16")]
         if "drain" not in workloads:
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
+        groups.append([functools.partial(_slow_limited, slow)])
     if transactional is not None:
         for c in TRANSACTIONAL_CONCURRENCIES:
             steps = [functools.partial(transactional.drain, c, f"transactional.c{c}")]
@@ -123,6 +129,15 @@ def _groups(
                 ]
             )
     return groups
+
+
+def _slow_limited(bench: VenturiBench) -> dict[str, float]:
+    """The drain of the kind limited to `SLOW_LIMIT` with jobs of `SLOW_JOB_SECONDS`
+    (a fifth of ``jobs``, at most 1,000), beside the most its places can run."""
+    key = f"limited{SLOW_LIMIT}.{SLOW_JOB_SECONDS * 1000:g}ms.c16"
+    count = max(1, min(1000, bench.settings.jobs // 5))
+    figures = bench.drain(16, key, count)
+    return {**figures, f"{key}.ideal": SLOW_LIMIT / SLOW_JOB_SECONDS}
 
 
 def _suffixed(suffix: str, step: Step) -> dict[str, float]:
@@ -164,10 +179,15 @@ def run(
         if settings.compare_prepared:
             prepared = VenturiBench(settings, "p", prepared_statements=True)
             cleanup.callback(prepared.close)
-        limited: VenturiBench | None = None
+        limited: tuple[VenturiBench, VenturiBench] | None = None
         if "limited" in workloads:
-            limited = VenturiBench(settings, "l", concurrency_limit=LIMITED_CONCURRENCY)
-            cleanup.callback(limited.close)
+            quick = VenturiBench(settings, "l", concurrency_limit=LIMITED_CONCURRENCY)
+            cleanup.callback(quick.close)
+            slow = VenturiBench(
+                settings, "s", concurrency_limit=SLOW_LIMIT, job_seconds=SLOW_JOB_SECONDS
+            )
+            cleanup.callback(slow.close)
+            limited = (quick, slow)
         cpu_loops = loops_for(settings.cpu_ms) if "cpu" in workloads else 0
         transactional: VenturiBench | None = None
         if "transactional" in workloads:
@@ -275,10 +295,13 @@ def bench_command(
     Workloads: enqueue (one transaction each), enqueue-many, drain at concurrency 1, 4
     and 16, latency (enqueue commit to handler start on an idle worker), drain beside a
     backlog of pending rows, drain at concurrency 16 of a kind limited to 8 running jobs
-    (every claim takes the limited path), drain c16 beside the retention's prune of finished
-    rows, a concurrency-16 worker process's peak RSS, and CPU-bound jobs (--cpu-ms of pure
-    Python each) drained by 1 and 2 worker processes (or --processes). Every job is checked
-    to have run exactly once. Uses fresh table prefixes and drops them after.
+    (every claim takes the limited path) and of one limited to 3 with 10 ms jobs (against
+    the 300 jobs/s its places allow), a transactional kind's drain at concurrency 1 and 16
+    (each completion in the run's own transaction), drain c16 beside the retention's prune
+    of finished rows, a concurrency-16 worker process's peak RSS, and CPU-bound jobs
+    (--cpu-ms of pure Python each) drained by 1 and 2 worker processes (or --processes).
+    Every job is checked to have run exactly once. Uses fresh table prefixes and drops
+    them after.
     """
     overrides: dict[str, Any] = {
         key: value

@@ -20,6 +20,12 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("drain c16", "drain.c16", "ceiling.commit_per_job.c16", 2.0),
     ("drain c16, backlog", "backlog.c16", "drain.c16", 0.8),
     ("drain c16, kind limited to 8", "limited8.c16", "drain.c16", None),
+    (
+        "drain c16, kind limited to 3, 10 ms jobs",
+        "limited3.10ms.c16",
+        "limited3.10ms.c16.ideal",
+        None,
+    ),
     ("drain c16 beside a prune", "prune.beside.c16", "prune.alone.c16", 0.8),
     ("no-op jobs, 2 worker processes", "processes.2.c16", "processes.1.c16", None),
     ("no-op jobs, 4 worker processes", "processes.4.c16", "processes.1.c16", None),
@@ -59,6 +65,7 @@ CEILING_LABELS = {
     "processes.1.c16": "1 worker process",
     "cpu.1p": "1 worker process",
     "cpu.ceiling.1p": "the same work, 1 plain process",
+    "limited3.10ms.c16.ideal": "3 places x 100 jobs/s",
 }
 # A prepared-statements row's ceiling is the same workload with venturi's default.
 UNPREPARED_LABEL = "venturi, unprepared (default)"

@@ -63,6 +63,7 @@ class VenturiBench:
         prepared_statements: bool = False,
         concurrency_limit: int | None = None,
         transactional: bool = False,
+        job_seconds: float = 0.0,
     ) -> None:
         self.settings = settings
         self.prefix = new_prefix(label)
@@ -79,15 +80,19 @@ class VenturiBench:
         self.conn = psycopg.connect(settings.dsn, autocommit=True)
         set_fillfactor(self.conn, self.prefix, settings.fillfactor)
         ledger = self.ledger
+        pause = threading.Event()  # never set: waits out job_seconds
 
-        # With a concurrency limit, every claim takes the limited path (the kind's turn).
-        # A transactional kind completes each run in its own transaction (nothing else
+        # With a concurrency limit, every claim takes the limited path (the kind's turn)
+        # and every completion passes its place on (`venturi.worker.passing`). A
+        # transactional kind completes each run in its own transaction (nothing else
         # written there): the cost of that completion against a batched one.
         @self.queue.job(
             BENCH_KIND, lease=60, concurrency=concurrency_limit, transactional=transactional
         )
         def noop(n: int) -> None:
             ledger.record(n)
+            if job_seconds:
+                pause.wait(job_seconds)
 
     def close(self) -> None:
         """Close the queue and drop the prefix's tables."""
@@ -131,10 +136,12 @@ class VenturiBench:
         self._check_pending(count, "enqueue-many")
         return {"enqueue-many": count / elapsed}
 
-    def drain(self, concurrency: int, key: str | None = None) -> dict[str, float]:
-        """Time a started, listening worker from the commit of ``jobs`` jobs to the
-        commit of the last one's settlement."""
-        count = self.settings.jobs
+    def drain(
+        self, concurrency: int, key: str | None = None, count: int | None = None
+    ) -> dict[str, float]:
+        """Time a started, listening worker from the commit of ``count`` jobs (default
+        ``jobs``) to the commit of the last one's settlement."""
+        count = self.settings.jobs if count is None else count
         self.reset(count)
         elapsed = self.drain_timed(concurrency, count, f"drain c{concurrency}")
         self.verify(count, f"drain c{concurrency}")

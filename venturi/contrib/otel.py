@@ -133,12 +133,30 @@ class TracedStore(StoreWrapper):
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         result = self.inner.complete_many(items)
+        self._finish_batch(items, result)
+        return result
+
+    def _finish_batch(
+        self, items: Sequence[tuple[Claim, Settlement]], result: BatchOutcome
+    ) -> None:
+        """End the spans of the runs ``result`` settled or fenced out."""
         for claim, settlement in items:
             if claim.job_id in result.applied:
                 self._finish(claim, settlement, Outcome.COMPLETED)
             elif claim.job_id not in result.busy:  # busy runs are tried again later
                 self._finish(claim, settlement, None)
-        return result
+
+    def complete_and_claim(
+        self,
+        claim: Claim,
+        settlement: Settlement,
+        kind: str,
+        lease: float,
+        priority_floor: int | None = None,
+    ) -> tuple[BatchOutcome, list[JobRecord]]:
+        result, jobs = self.inner.complete_and_claim(claim, settlement, kind, lease, priority_floor)
+        self._finish_batch([(claim, settlement)], result)
+        return result, jobs
 
     def complete_in(
         self, conn: psycopg.Connection[Any], claim: Claim, settlement: Settlement

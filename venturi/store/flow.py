@@ -12,6 +12,7 @@ from psycopg.rows import tuple_row
 
 from venturi.limits import KindLimits, KindState
 from venturi.models import SMALLINT_MIN, JobRecord
+from venturi.settlements import BatchOutcome, Claim, Settlement
 from venturi.store import sqlfiles
 from venturi.store.housekeeping import Housekeeping
 
@@ -108,5 +109,49 @@ class FlowControl(Housekeeping):
                 jobs.extend(JobRecord.from_row(row) for row in last.fetchall())
         return jobs
 
+    def complete_and_claim(
+        self,
+        claim: Claim,
+        settlement: Settlement,
+        kind: str,
+        lease: float,
+        priority_floor: int | None = None,
+    ) -> tuple[BatchOutcome, list[JobRecord]]:
+        """Complete one run of ``kind`` (a kind with a concurrency and no key or rate
+        limit) and, only if that applied, claim the kind's next due job for the same
+        worker in the same statement (complete_and_claim.sql): the run's place passes
+        straight on, never free in between, and the kind's claimed jobs never grow. A
+        run fenced out, or whose row another session holds locked (``busy``), claims
+        nothing; nor does a kind paused or whose limit is now below its claimed jobs.
+        """
+        params = {
+            **completion_params([(claim, settlement)], within_lease=False),
+            "kind": kind,
+            "lease": float(lease),
+            "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
+        }
+        applied, busy, *job = self._fetch("complete_and_claim", params)[0]
+        outcome = BatchOutcome(
+            frozenset([claim.job_id]) if applied else frozenset(),
+            frozenset([claim.job_id]) if busy else frozenset(),
+        )
+        jobs = [] if job[0] is None else [JobRecord.from_row(tuple(job))]
+        return outcome, jobs
+
     def _query(self, name: str) -> sql.Composed:
         return sqlfiles.query(name, self.prefix)
+
+
+def completion_params(
+    items: Sequence[tuple[Claim, Settlement]], *, within_lease: bool
+) -> dict[str, Any]:
+    """The parameters of settle_complete.sql for completing ``items`` (``within_lease``:
+    only while each run's lease still holds, for a run completing in its own transaction)."""
+    return {
+        "ids": [c.job_id.to_uuid() for c, _ in items],
+        "owners": [c.claimed_by for c, _ in items],
+        "runs": [c.run_count for c, _ in items],
+        "attachments": [s.attachment_json for _, s in items],
+        "notes": [s.note for _, s in items],
+        "within_lease": within_lease,
+    }

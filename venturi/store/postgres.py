@@ -27,7 +27,7 @@ from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
 from venturi.store import migrations, retrying, sqlfiles
 from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
-from venturi.store.flow import FlowControl
+from venturi.store.flow import FlowControl, completion_params
 from venturi.store.ids import new_id
 from venturi.store.owned_pools import open_owned
 from venturi.store.scheduling import Scheduling
@@ -284,13 +284,14 @@ class PostgresStore(FlowControl, Scheduling):
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         if not items:
             return BatchOutcome()
-        rows = self._fetch("settle_complete", _completions(items, within_lease=False))
-        return BatchOutcome.from_rows(rows)
+        return BatchOutcome.from_rows(
+            self._fetch("settle_complete", completion_params(items, within_lease=False))
+        )
 
     def complete_in(
         self, conn: psycopg.Connection[Any], claim: Claim, settlement: Settlement
     ) -> bool:
-        params = _completions([(claim, settlement)], within_lease=True)
+        params = completion_params([(claim, settlement)], within_lease=True)
         query = sqlfiles.query("settle_complete", self.prefix)
 
         def attempt() -> bool | Busy:
@@ -365,20 +366,6 @@ class PostgresStore(FlowControl, Scheduling):
         """Close the pool if this store opened it; a borrowed pool is left alone."""
         if self.owns_pool:
             self.pool.close()
-
-
-def _completions(
-    items: Sequence[tuple[Claim, Settlement]], *, within_lease: bool
-) -> dict[str, Any]:
-    """The parameters of ``settle_complete`` for these runs."""
-    return {
-        "ids": [c.job_id.to_uuid() for c, _ in items],
-        "owners": [c.claimed_by for c, _ in items],
-        "runs": [c.run_count for c, _ in items],
-        "attachments": [s.attachment_json for _, s in items],
-        "notes": [s.note for _, s in items],
-        "within_lease": within_lease,
-    }
 
 
 def _in_claim_order(jobs: list[JobRecord]) -> list[JobRecord]:

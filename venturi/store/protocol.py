@@ -138,6 +138,17 @@ class Store(Protocol):
     def transaction(self) -> AbstractContextManager[Connection[Any]]:
         """A pooled connection in an open transaction: commits when the block ends,
         rolls back if it raises."""
+
+    def complete_and_claim(
+        self,
+        claim: Claim,
+        settlement: Settlement,
+        kind: str,
+        lease: float,
+        priority_floor: int | None = None,
+    ) -> tuple[BatchOutcome, list[JobRecord]]:
+        """Complete one run of a kind with limits and, only if that applied, claim the
+        kind's next job for the same worker, within its limits, in one transaction."""
         ...
 
     def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome: ...
@@ -221,8 +232,9 @@ class Store(Protocol):
 
     def schedules(self) -> list[ScheduleInfo]: ...
 
-    def trigger_schedule(self, name: str) -> ULID | None:
-        """Enqueue one run of a schedule now, outside its bookkeeping; None if unknown."""
+    def trigger_schedule(self, name: str, concurrency_key: str | None = None) -> ULID | None:
+        """Enqueue one run of a schedule now, outside its bookkeeping, keyed
+        ``concurrency_key``; None if unknown. A kind with a key limit needs the key."""
         ...
 
     def prune(self, retention: Retention, stopping: threading.Event) -> dict[str, int] | None:

@@ -12,6 +12,7 @@ from typing import Any, Final
 import psycopg
 from ulid import ULID
 
+from venturi.errors import ConfigurationError
 from venturi.retention import Retention
 from venturi.schedules import Firing, Schedule, ScheduleInfo, ScheduleState
 from venturi.store import sqlfiles
@@ -75,6 +76,7 @@ class Scheduling(Housekeeping):
                 "kind": schedule.kind,
                 "priority": schedule.priority,
                 "max_attempts": schedule.max_attempts,
+                "concurrency_key": schedule.concurrency_key,
                 "ids": [new_id().to_uuid() for _ in slots],
                 "payloads": [schedule.job_payload_json(slot) for slot in slots],
             },
@@ -85,9 +87,23 @@ class Scheduling(Housekeeping):
     def schedules(self) -> list[ScheduleInfo]:
         return [ScheduleInfo.from_row(row) for row in self._fetch("schedules_list")]
 
-    def trigger_schedule(self, name: str) -> ULID | None:
-        rows = self._fetch("schedule_trigger", {"id": new_id().to_uuid(), "name": name})
-        return ULID.from_uuid(rows[0][0]) if rows else None
+    def trigger_schedule(self, name: str, concurrency_key: str | None = None) -> ULID | None:
+        """Enqueue one run of schedule ``name`` now (its job keyed ``concurrency_key``);
+        None when there is no such schedule. Raises `ConfigurationError`, writing
+        nothing, when its kind has a key limit and no key is given."""
+        params = {"id": new_id().to_uuid(), "name": name, "concurrency_key": concurrency_key}
+        rows = self._fetch("schedule_trigger", params)
+        if not rows:
+            return None
+        job_id, needs_key = rows[0]
+        if needs_key:
+            raise ConfigurationError(
+                f"schedule {name!r}: its kind has key_concurrency, so its job needs a "
+                "concurrency key, which the schedule's declaration in the application's "
+                "code gives; trigger it through the application's queue (queue.trigger, "
+                "or its embedded CLI: flask venturi, manage.py venturi)"
+            )
+        return ULID.from_uuid(job_id)
 
     def prune(self, retention: Retention, stopping: threading.Event) -> dict[str, int] | None:
         """Delete finished jobs past ``retention`` in batches of ``retention.batch``, each

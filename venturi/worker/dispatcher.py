@@ -103,6 +103,20 @@ class Dispatcher:
             self._busy -= 1
         self._slot_freed.set()
 
+    def slot_passed(self, ran_for: float) -> None:
+        """A claimed job finished running after ``ran_for`` seconds and its slot went
+        straight to the next job of its kind (`venturi.worker.passing`): none is free."""
+        self.prefetch.observe_run(ran_for)
+
+    def free_slots(self) -> int:
+        """Slots no claimed job holds now."""
+        with self._lock:
+            return self.capacity - self._busy
+
+    def adopt(self, job: JobRecord) -> HeldJob:
+        """Hold ``job``, claimed outside a claim pass, as this worker's."""
+        return self._hold(job)
+
     @property
     def capacity(self) -> int:
         """Jobs that may be claimed and unfinished now: handlers plus the prefetch."""

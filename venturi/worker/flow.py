@@ -30,7 +30,9 @@ class FlowView:
 
     ``limited``: the worker's kinds claimed through the limited claim; ``rated``: those
     of them with a rate; ``waited``: those whose free places open when a run ends (a
-    concurrency or key limit), whose ends `run_ended` announces to every worker.
+    concurrency or key limit), whose ends `run_ended` announces to every worker;
+    ``passed``: those with a global concurrency and no other limit, whose completed runs
+    pass their place straight to the kind's next job (`venturi.worker.passing`).
     Until the first read, the worker's own declaration stands in for the database's.
     """
 
@@ -41,6 +43,7 @@ class FlowView:
     limited: frozenset[str] = attrs.field(init=False)
     rated: frozenset[str] = attrs.field(init=False)
     waited: frozenset[str] = attrs.field(init=False)
+    passed: frozenset[str] = attrs.field(init=False)
     # Wakes this worker's own dispatcher (set once it exists): it claims the freed place
     # while the notification to the other workers is still on its way.
     wake: Callable[[], None] = attrs.field(init=False, default=lambda: None)
@@ -71,6 +74,11 @@ class FlowView:
         self.rated = frozenset(d.kind for d in limits if d.rate is not None)
         self.waited = frozenset(
             d.kind for d in limits if d.concurrency is not None or d.key_concurrency is not None
+        )
+        self.passed = frozenset(
+            d.kind
+            for d in limits
+            if d.concurrency is not None and d.key_concurrency is None and d.rate is None
         )
 
     def run_ended(self, job: JobRecord) -> None:

@@ -17,6 +17,7 @@ from venturi.worker.deadlines import Deadlines
 from venturi.worker.dispatcher import Dispatcher
 from venturi.worker.execution import execute, failed, job_extra
 from venturi.worker.held import HeldJob, HeldJobs
+from venturi.worker.passing import PlacePassing
 from venturi.worker.settling import Settler
 from venturi.worker.transactional import Committed, Transactions
 
@@ -29,9 +30,10 @@ class HandlerLoop:
 
     A run's path: the dispatcher queues it on ``ready``; here it is marked started,
     watched for its deadline, executed, and its settlement goes to the completer (a
-    completion) or the settler (anything else). Whatever fails around the handler, the
-    run is let go rather than left held. A run taken while the worker is stopping is
-    handed back unstarted.
+    completion) or the settler (anything else), or, for a completion of a kind whose
+    places pass on, to `PlacePassing`, whose next job of the kind this thread runs next.
+    Whatever fails around the handler, the run is let go rather than left held. A run
+    taken while the worker is stopping is handed back unstarted.
     """
 
     ready: queue.SimpleQueue[HeldJob | None]
@@ -44,19 +46,34 @@ class HandlerLoop:
     stopping: threading.Event
     transactions: Transactions
 
+    passing: PlacePassing = attrs.field(init=False)
+
+    @passing.default
+    def _new_passing(self) -> PlacePassing:
+        return PlacePassing(
+            self.dispatcher, self.settler, self.completer, self.ready, self.stopping
+        )
+
     def run(self) -> None:
         while True:
-            held = self.ready.get()
-            if held is None:
+            taken = self.ready.get()
+            if taken is None:
                 return
-            if self.stopping.is_set():
-                self.release_unstarted(held)
-                continue
-            try:
-                self._handle(held)
-            except Exception as exc:
-                logger.exception("handling job %s failed", held.job.id, extra=job_extra(held.job))
-                self.settler.let_go(held, exc)
+            # A run that passed its place on hands over the next job of its kind.
+            held: HeldJob | None = taken
+            while held is not None:
+                current = held
+                if self.stopping.is_set():
+                    self.release_unstarted(current)
+                    break
+                try:
+                    held = self._handle(current)
+                except Exception as exc:
+                    logger.exception(
+                        "handling job %s failed", current.job.id, extra=job_extra(current.job)
+                    )
+                    self.settler.let_go(current, exc)
+                    held = None
 
     def release_queued(self) -> int:
         """Hand back every run still waiting in ``ready`` (the worker is stopping)."""
@@ -75,7 +92,9 @@ class HandlerLoop:
         self.dispatcher.slot_freed()
         self.settler.settle(held, Settlement.release("worker stopping; never started"))
 
-    def _handle(self, held: HeldJob) -> None:
+    def _handle(self, held: HeldJob) -> HeldJob | None:
+        """Run ``held`` and pass its settlement on; returns the next job of its kind when
+        its place was passed on to one (`PlacePassing`)."""
         taken = time.monotonic()
         self.held.mark_started(held)
         self.deadlines.add(held)
@@ -94,6 +113,8 @@ class HandlerLoop:
             # shrink the pool; it is the handler's failure like any exception.
             settlement = failed(held.definition, held.ctx, exc)
         self.held.mark_ended(held)
+        if self.passing.wanted(held, settlement):
+            return self.passing.finish(held, settlement, time.monotonic() - taken)
         self.dispatcher.slot_freed(time.monotonic() - taken)
         if committed is Committed.COMPLETED:
             self.settler.settled(held, settlement, Outcome.COMPLETED)
@@ -105,6 +126,7 @@ class HandlerLoop:
             self.completer.submit(held, settlement)
         else:
             self.settler.settle(held, settlement)
+        return None
 
 
 def stop_timed_out(held: HeldJob) -> None:

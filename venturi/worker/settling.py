@@ -79,10 +79,18 @@ class Settler:
         finally:
             self.held.remove(held)
 
-    def settled(self, held: HeldJob, settlement: Settlement, outcome: Outcome | None) -> None:
+    def settled(
+        self,
+        held: HeldJob,
+        settlement: Settlement,
+        outcome: Outcome | None,
+        *,
+        place_passed: bool = False,
+    ) -> None:
         """A settlement committed (``outcome``, the journal's) or was fenced out (None):
         stop holding the run (last, so whoever sees the run gone also sees its event and
-        log line)."""
+        log line). ``place_passed``: the run's place went to the next job of its kind, so
+        no place opened and nobody is told of one."""
         started = held.started_at if held.started_at is not None else time.monotonic()
         try:
             self.events.job_settled(held.job, settlement, outcome, time.monotonic() - started)
@@ -98,5 +106,5 @@ class Settler:
                 )
         finally:
             self.held.remove(held)
-        if self.on_run_ended is not None:
+        if self.on_run_ended is not None and not place_passed:
             self.on_run_ended(held.job)

@@ -39,3 +39,7 @@ def register(queue: Queue) -> None:
         ctx.conn.execute("SELECT 1")
         if cancel:
             assert queue.cancel(ctx.job.id)
+
+    @queue.job("shop.limited", concurrency=1)
+    def limited(n: int) -> None:
+        """One at a time: each completed run passes its place to the next."""

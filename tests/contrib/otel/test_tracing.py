@@ -99,6 +99,20 @@ def test_runs_in_a_worker_thread_continue_the_enqueuing_trace(
     assert second.status.status_code is StatusCode.UNSET and not second.events
 
 
+def test_runs_whose_places_pass_on_end_their_spans(
+    queue: Queue, exporter: InMemorySpanExporter
+) -> None:
+    queue.enqueue_many([NewJob("shop.limited", {"n": n}) for n in range(3)])
+    with queue.worker(concurrency=2, poll_interval=0.2):
+        wait_until(lambda: len(_spans(exporter, "process shop.limited")) == 3, what="3 runs")
+    outcomes = [
+        (s.attributes or {}).get("venturi.job.outcome")
+        for s in exporter.get_finished_spans()
+        if s.name == "process shop.limited"
+    ]
+    assert outcomes == ["completed"] * 3
+
+
 def test_pause_dead_and_fenced_runs_in_drain(queue: Queue, exporter: InMemorySpanExporter) -> None:
     paused = queue.enqueue("shop.pausing")
     queue.enqueue("shop.poison")

@@ -1,0 +1,101 @@
+"""Passing a place on: a completed run of a kind with a global concurrency (and no key or
+rate limit) claims its kind's next job in the statement that completes it, and its
+handler thread runs that job next. The place never becomes free in between, so no other
+worker has to be woken and take the kind's turn to fill it, and the limit still holds in
+SQL: the statement swaps one claimed job for at most one (complete_and_claim.sql)."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+import attrs
+
+from venturi.models import Outcome
+from venturi.settlements import SettleAction, Settlement
+from venturi.worker.completer import Completer
+from venturi.worker.dispatcher import Dispatcher
+from venturi.worker.execution import job_extra
+from venturi.worker.held import HeldJob
+from venturi.worker.settling import Settler
+
+logger = logging.getLogger("venturi.worker")
+
+
+@attrs.define(eq=False)
+class PlacePassing:
+    """Completes a handler's finished run of a kind in `FlowView.passed` itself (not in
+    the completer's batch) and claims the kind's next job in the same statement.
+
+    `finish` returns that job, held by the worker and occupying the finished run's slot,
+    or None when there was none (the slot and the place are free: the other workers are
+    woken as before). A fenced completion claims nothing; a completion whose row another
+    session holds locked goes to the completer, which tries it again later; one the
+    database could not take is settled the usual way, retrying.
+    """
+
+    dispatcher: Dispatcher
+    settler: Settler
+    completer: Completer
+    ready: queue.SimpleQueue[HeldJob | None]
+    stopping: threading.Event
+
+    def wanted(self, held: HeldJob, settlement: Settlement) -> bool:
+        """Whether this run's end may pass its place on: a completion of a kind with a
+        global concurrency and no other limit, while the worker is not stopping. (A key
+        limit frees a place of one key, a rate none; their claims must take the kind's
+        turn, and those kinds keep batched completions.)
+
+        Only while no claimed job waits for a handler thread and, for a worker of more
+        kinds, a slot is free for the dispatcher: a thread that kept passing places on
+        must not keep other kinds' jobs (of a higher priority, say) from every slot."""
+        kind = held.job.kind
+        dispatcher = self.dispatcher
+        return (
+            settlement.action is SettleAction.COMPLETE
+            and kind in dispatcher.flow.passed
+            and not self.stopping.is_set()
+            and self.ready.empty()
+            and (dispatcher.leases.keys() == {kind} or dispatcher.free_slots() > 0)
+        )
+
+    def finish(self, held: HeldJob, settlement: Settlement, ran_for: float) -> HeldJob | None:
+        """Complete ``held`` (which ran for ``ran_for`` seconds) and return the kind's
+        next job, claimed in the same statement, or None. Never raises."""
+        kind = held.job.kind
+        dispatcher = self.dispatcher
+        try:
+            outcome, jobs = dispatcher.store.complete_and_claim(
+                held.claim, settlement, kind, dispatcher.leases[kind], dispatcher.priority_floor
+            )
+        except Exception as exc:
+            logger.warning(
+                "could not complete job %s and claim the next %s job at once (%s); "
+                "completing it alone",
+                held.job.id,
+                kind,
+                exc,
+                extra=job_extra(held.job),
+            )
+            dispatcher.slot_freed(ran_for)
+            self.settler.settle(held, settlement)
+            return None
+        if held.job.id in outcome.busy:
+            dispatcher.slot_freed(ran_for)
+            if self.completer.running:
+                self.completer.submit(held, settlement)
+            else:
+                self.settler.settle(held, settlement)
+            return None
+        passed = dispatcher.adopt(jobs[0]) if jobs else None
+        if passed is None:
+            dispatcher.slot_freed(ran_for)
+        else:
+            dispatcher.slot_passed(ran_for)
+        applied = Outcome.COMPLETED if held.job.id in outcome.applied else None
+        try:
+            self.settler.settled(held, settlement, applied, place_passed=passed is not None)
+        except Exception:
+            logger.exception("recording the completion of job %s failed", held.job.id)
+        return passed
