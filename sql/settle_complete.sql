@@ -22,7 +22,14 @@ settled AS (
 journaled AS (
     INSERT INTO {journal} (job_id, kind, run_no, outcome, note, attachment)
     SELECT id, kind, run_count, 'completed', note, attachment FROM settled
+),
+-- Once the whole batch is settled: release the completed jobs' waiting children in this
+-- transaction, and wake waiters with one notification for the batch.
+finished AS (
+    SELECT {finish_children}(s.ids, 'completed'), pg_notify({done_channel}, '')
+    FROM (SELECT array_agg(id) AS ids FROM settled) AS s
+    WHERE s.ids IS NOT NULL
 )
-SELECT id, true FROM settled
+SELECT id, true FROM settled CROSS JOIN (SELECT count(*) FROM finished) AS f
 UNION ALL
 {busy_runs}

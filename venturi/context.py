@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+from ulid import ULID
 
 from venturi.models import JobRecord
 
@@ -30,6 +31,8 @@ class JobContext:
     notes: list[str] = attrs.field(factory=list)
     attachment: Any = None
     _extend: Callable[[], bool] | None = attrs.field(default=None, alias="extend")
+    _load_parents: Callable[[], dict[ULID, Any]] | None = attrs.field(default=None, alias="parents")
+    _parents: dict[ULID, Any] | None = attrs.field(default=None, init=False)
 
     @property
     def attempt(self) -> int:
@@ -45,6 +48,15 @@ class JobContext:
     def carry(self) -> Any:
         """What the previous run left in ``carry`` (None at first)."""
         return self.job.carry
+
+    @property
+    def parents(self) -> dict[ULID, Any]:
+        """Each parent's id (``after=``) and its return value (None for a parent that did
+        not complete: one ended dead or cancelled with ``on_parent_failure='run'``), read
+        on first use. Empty for a job without parents."""
+        if self._parents is None:
+            self._parents = {} if self._load_parents is None else self._load_parents()
+        return self._parents
 
     def note(self, text: str) -> None:
         """Add a line to this run's journal note."""
