@@ -6,24 +6,25 @@
 -- same transaction. Arrays travel in binary ("b" placeholders).
 -- Parameters: ids, kinds, payloads (JSON text), priorities, delays (s), ats, max_attempts,
 -- concurrency_keys, trace_contexts, statuses, parents_left, on_parent_failures (NULL or
--- 'run'), notes (the cancellation note or NULL), workflow_id (nullable); the edges as
+-- 'run'), notes (the cancellation note or NULL), has_children (a later job of the batch
+-- names it), workflow_id (nullable); the edges as
 -- edge_parents, edge_children, edge_open. Returns: the number of jobs inserted.
 WITH inserted AS (
     INSERT INTO {jobs} (id, kind, payload, priority, visible_at, max_attempts, concurrency_key,
                         trace_context, status, finished_at, parents_left, on_parent_failure,
-                        workflow_id)
+                        has_children, workflow_id)
     SELECT j.id, j.kind, j.payload, j.priority,
            coalesce(j.at, now() + make_interval(secs => coalesce(j.delay, 0))),
            j.max_attempts, j.concurrency_key, j.trace_context, j.status,
            CASE WHEN j.status = 'cancelled' THEN now() END, j.parents_left,
-           j.on_parent_failure, %(workflow_id)s::uuid
+           j.on_parent_failure, j.has_children, %(workflow_id)s::uuid
     FROM unnest(%(ids)b::uuid[], %(kinds)b::text[], %(payloads)b::jsonb[],
                 %(priorities)b::smallint[], %(delays)b::float8[], %(ats)b::timestamptz[],
                 %(max_attempts)b::integer[], %(concurrency_keys)b::text[],
                 %(trace_contexts)b::jsonb[], %(statuses)b::text[], %(parents_left)b::integer[],
-                %(on_parent_failures)b::text[])
+                %(on_parent_failures)b::text[], %(has_children)b::boolean[])
          AS j (id, kind, payload, priority, delay, at, max_attempts, concurrency_key,
-               trace_context, status, parents_left, on_parent_failure)
+               trace_context, status, parents_left, on_parent_failure, has_children)
     RETURNING id, kind, run_count, status
 ),
 edges AS (

@@ -4,8 +4,11 @@
 -- under the child's row lock, so concurrent parents release a child exactly once.
 -- on_parent_failure: NULL cancels the child when a parent ends dead or cancelled,
 -- 'run' counts that parent as finished. workflow_id groups the jobs of one graph.
+-- has_children: set (under the parent's row lock) by the enqueue of a child, so that
+-- settling a job without children never looks for any.
 -- Constant defaults and nullable columns: adding them rewrites nothing.
 ALTER TABLE {jobs} ADD COLUMN parents_left integer NOT NULL DEFAULT 0;
+ALTER TABLE {jobs} ADD COLUMN has_children boolean NOT NULL DEFAULT false;
 ALTER TABLE {jobs} ADD COLUMN on_parent_failure text;
 ALTER TABLE {jobs} ADD COLUMN workflow_id uuid;
 
@@ -42,9 +45,9 @@ CREATE INDEX {deps_child_idx} ON {deps} (child_id);
 -- journal note naming that parent, unless on_parent_failure is 'run' (then released the
 -- same way), and the cancellation carries on to its own children.
 -- VOLATILE, so each statement here reads a fresh snapshot: an edge whose enqueue
--- committed after the calling statement began is seen (the enqueue share-locks the
--- parent, so it commits before the finishing statement locks it, or waits for it and
--- then sees the parent finished). Children are locked in id order.
+-- committed after the calling statement began is seen (the enqueue locks and updates
+-- the parent's row, so it commits before the finishing statement locks it, or waits for
+-- it and then sees the parent finished). Children are locked in id order.
 -- Returns the number of children changed.
 CREATE FUNCTION {finish_children}(parents uuid[], outcome text) RETURNS integer
     LANGUAGE plpgsql VOLATILE AS $body$

@@ -21,7 +21,8 @@ def graph_violations(probe: Probe) -> list[str]:
     """Every broken rule of a prefix's dependency graph: a child still waiting although
     all its parents completed; a child's run started (ledger) before a parent's
     completion was recorded; an open edge from a finished parent; a waiting child whose
-    count of unfinished parents disagrees with its open edges."""
+    count of unfinished parents disagrees with its open edges; a parent not marked as
+    having children (its settlement would not look for them)."""
     problems = []
     for (child,) in probe.rows(
         "SELECT c.id FROM {jobs} AS c WHERE c.status = 'waiting' AND NOT EXISTS ("
@@ -49,4 +50,9 @@ def graph_violations(probe: Probe) -> list[str]:
         " SELECT count(*) FROM {deps} AS d WHERE d.child_id = c.id AND d.open)"
     ):
         problems.append(f"child {child} counts its unfinished parents wrong")
+    for (parent,) in probe.rows(
+        "SELECT DISTINCT d.parent_id FROM {deps} AS d JOIN {jobs} AS p ON p.id = d.parent_id"
+        " WHERE NOT p.has_children"
+    ):
+        problems.append(f"parent {parent} is not marked as having children")
     return problems

@@ -40,5 +40,9 @@ def test_graph_violations_sees_each_staged_breakage(
             f"edge {parent.to_uuid()} -> {child.to_uuid()} still open after the parent finished"
             in found
         )
+        probe.rows("UPDATE {jobs} SET has_children = false")
+        assert f"parent {parent.to_uuid()} is not marked as having children" in graph_violations(
+            probe
+        )
     finally:
         ledger.drop(database_dsn, queue.prefix)

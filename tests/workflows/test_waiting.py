@@ -94,7 +94,7 @@ def test_thousands_of_waiters_in_one_process_share_one_listen_connection(
 
     def waiter(n: int) -> None:
         try:
-            answers[n] = queue.result(ids[n], timeout=120)
+            answers[n] = queue.result(ids[n], timeout=300)
         except BaseException as exc:
             errors.append(exc)
 
@@ -102,14 +102,14 @@ def test_thousands_of_waiters_in_one_process_share_one_listen_connection(
     for thread in threads:
         thread.start()
     waiters = queue._waiters
-    wait_until(lambda: waiters is not None and waiters.waiting == count, timeout=60)
-    wait_until(lambda: _listeners(probe, queue) == 1, what="one LISTEN for every waiter")
+    wait_until(lambda: waiters is not None and waiters.waiting == count, timeout=120)
+    wait_until(lambda: _listeners(probe, queue) == 1, 120, what="one LISTEN for every waiter")
     assert waiters is not None
     notifier = waiters._notifier
     probe.rows("UPDATE {jobs} SET visible_at = now()")
     start_worker(concurrency=8)
     for thread in threads:
-        thread.join(120)
+        thread.join(300)
     assert not errors
     assert answers == {n: n for n in range(count)}
     assert waiters._notifier is notifier and getattr(notifier, "reconnects", None) == 0

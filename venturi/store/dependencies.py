@@ -143,6 +143,7 @@ class Dependencies(Housekeeping):
 def _graph_params(
     jobs: Sequence[NewJob], ids: Sequence[ULID], plan: GraphPlan, workflow_id: ULID | None
 ) -> dict[str, Any]:
+    parents = {p for p, _, _ in plan.edges}
     return {
         "ids": [i.to_uuid() for i in ids],
         "kinds": [j.kind for j in jobs],
@@ -157,6 +158,7 @@ def _graph_params(
         "parents_left": plan.parents_left,
         "on_parent_failures": ["run" if j.on_parent_failure == "run" else None for j in jobs],
         "notes": plan.notes,
+        "has_children": [i in parents for i in ids],
         "workflow_id": None if workflow_id is None else workflow_id.to_uuid(),
         "edge_parents": [p.to_uuid() for p, _, _ in plan.edges],
         "edge_children": [c.to_uuid() for _, c, _ in plan.edges],
