@@ -1,4 +1,5 @@
--- Drops every table of the prefix (jobs, journal, kinds, schedules, migration history):
--- `venturi demo` removes its throwaway prefix with it.
+-- Drops every table of the prefix (jobs, journal, dependencies, kinds, schedules,
+-- migration history): `venturi demo` removes its throwaway prefix with it, then its
+-- function (drop_prefix_function).
 -- Parameters: none. Returns: nothing.
-DROP TABLE IF EXISTS {journal}, {jobs}, {kinds}, {schedules}, {schema_history} CASCADE
+DROP TABLE IF EXISTS {deps}, {journal}, {jobs}, {kinds}, {schedules}, {schema_history} CASCADE

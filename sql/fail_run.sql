@@ -32,9 +32,17 @@ journaled AS (
                             ELSE '' END
     FROM settled
     RETURNING kind, outcome
+),
+-- A job that went dead settles its waiting children and wakes waiters, in this transaction.
+finished AS (
+    SELECT {finish_children}(array_agg(id), 'dead'), pg_notify({done_channel}, '')
+    FROM settled
+    WHERE status = 'dead'
+    HAVING count(*) > 0
 )
 SELECT journaled.outcome
 FROM journaled
+CROSS JOIN (SELECT count(*) FROM finished) AS f
 -- The condition sits inside the lateral subquery: a join's ON clause would still call
 -- pg_notify for a job that went dead, waking every worker for nothing.
 LEFT JOIN LATERAL (

@@ -26,6 +26,7 @@ from venturi.models import (
     JournalRecord,
     NewJob,
     OnDuplicate,
+    OnParentFailure,
     StatsSnapshot,
 )
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
@@ -38,14 +39,14 @@ from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.protocol import Store
 from venturi.worker.draining import drain
 from venturi.worker.runtime import Worker
+from venturi.workflows import Results
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
 DEFAULT_PREFIX = "venturi"
 
 
-class Queue(ScheduleRegistry, KindControl):
+class Queue(ScheduleRegistry, KindControl, Results):
     """One queue: a table-name prefix in one PostgreSQL database, and its registered jobs.
 
     Thread-safe; share one per process. Create it after `os.fork()` (a queue used in a
@@ -130,7 +131,6 @@ class Queue(ScheduleRegistry, KindControl):
             )
 
     # -- registration -----------------------------------------------------------------
-
     def job(
         self,
         kind: str,
@@ -159,7 +159,6 @@ class Queue(ScheduleRegistry, KindControl):
         return register
 
     # -- enqueue ----------------------------------------------------------------------
-
     def new_job(
         self,
         kind: str,
@@ -172,6 +171,8 @@ class Queue(ScheduleRegistry, KindControl):
         on_duplicate: OnDuplicate = "keep",
         max_attempts: int | None = None,
         concurrency_key: str | None = None,
+        after: Sequence[JobId] | None = None,
+        on_parent_failure: OnParentFailure = "cancel",
     ) -> NewJob:
         """Build a checked `NewJob`, filling defaults from the kind's registration."""
         definition = self.definitions.get(kind)
@@ -191,6 +192,8 @@ class Queue(ScheduleRegistry, KindControl):
             if max_attempts is not None
             else (definition.max_attempts if definition else 5),
             concurrency_key=concurrency_key,
+            after=after,
+            on_parent_failure=on_parent_failure,
         )
         if definition is not None:
             definition.check_payload(job.payload)
@@ -209,7 +212,8 @@ class Queue(ScheduleRegistry, KindControl):
 
         Options: ``priority``, ``delay`` or ``at``, ``dedup_key`` with ``on_duplicate``
         ('keep', 'replace' or a function of (old, new) payloads), ``max_attempts``,
-        ``concurrency_key`` (for a kind with ``key_concurrency``).
+        ``concurrency_key`` (for a kind with ``key_concurrency``), ``after`` (parent ids:
+        it waits until all completed) with ``on_parent_failure`` ('cancel' or 'run').
         With ``conn`` the insert and its NOTIFY join that connection's transaction and
         commit or roll back with it. Raises `InvalidJob` (nothing written) or
         `StoreUnavailable`.
@@ -235,7 +239,6 @@ class Queue(ScheduleRegistry, KindControl):
         return self.store.enqueue_many(list(jobs), conn=conn)
 
     # -- inspection and housekeeping ----------------------------------------------------
-
     def migrate(self) -> list[str]:
         """Create or upgrade this prefix's tables; returns the migrations applied."""
         self._check_process()
@@ -329,7 +332,6 @@ class Queue(ScheduleRegistry, KindControl):
         return self.store.requeue_dead(kind, note="requeued with all dead jobs")
 
     # -- working ----------------------------------------------------------------------
-
     def worker(
         self,
         kinds: Sequence[str] | None = None,
@@ -385,7 +387,8 @@ class Queue(ScheduleRegistry, KindControl):
         return drain(self.store, self.definitions, kinds, to_seconds(wait_for, "wait_for"))
 
     def close(self) -> None:
-        """Close the connection pool if this queue opened it."""
+        """Stop the waiters' listener; close the connection pool if this queue opened it."""
+        self.close_waiters()
         self.store.close()
 
     def __enter__(self) -> Queue:
@@ -396,5 +399,5 @@ class Queue(ScheduleRegistry, KindControl):
 
 
 def _listen_dsn(value: str | None) -> str | None:
-    """``listen_dsn`` as given, else env ``VENTURI_LISTEN_DSN`` (unset or empty: None)."""
+    # ``listen_dsn`` as given, else env ``VENTURI_LISTEN_DSN`` (unset or empty: None).
     return value if value is not None else os.environ.get("VENTURI_LISTEN_DSN") or None

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 import psycopg
+from ulid import ULID
 
 from venturi.errors import ConfigurationError
 from venturi.models import JobRecord
@@ -57,6 +58,9 @@ class JobContext:
         """Hand the run its transaction's connection (the worker does; None takes it back)."""
         self._conn = conn
 
+    _load_parents: Callable[[], dict[ULID, Any]] | None = attrs.field(default=None, alias="parents")
+    _parents: dict[ULID, Any] | None = attrs.field(default=None, init=False)
+
     @property
     def attempt(self) -> int:
         """The run number: 1 on the first run, counting every claim."""
@@ -71,6 +75,15 @@ class JobContext:
     def carry(self) -> Any:
         """What the previous run left in ``carry`` (None at first)."""
         return self.job.carry
+
+    @property
+    def parents(self) -> dict[ULID, Any]:
+        """Each parent's id (``after=``) and its return value (None for a parent that did
+        not complete: one ended dead or cancelled with ``on_parent_failure='run'``), read
+        on first use. Empty for a job without parents."""
+        if self._parents is None:
+            self._parents = {} if self._load_parents is None else self._load_parents()
+        return self._parents
 
     def note(self, text: str) -> None:
         """Add a line to this run's journal note."""

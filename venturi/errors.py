@@ -55,6 +55,28 @@ class WorkerFailed(VenturiError):
     failing. The original error is the ``__cause__``."""
 
 
+class UnknownJob(VenturiError, LookupError):
+    """No job has this id (never enqueued, or deleted since by retention or cleanup)."""
+
+
+class JobFailed(VenturiError):
+    """The job waited for ended dead; ``note`` is its last journal note."""
+
+    def __init__(self, job_id: object, note: str | None) -> None:
+        super().__init__(f"job {job_id} is dead: {note or 'no note'}")
+        self.job_id = job_id
+        self.note = note
+
+
+class JobCancelled(VenturiError):
+    """The job waited for was cancelled; ``note`` is its last journal note."""
+
+    def __init__(self, job_id: object, note: str | None) -> None:
+        super().__init__(f"job {job_id} was cancelled: {note or 'no note'}")
+        self.job_id = job_id
+        self.note = note
+
+
 class ForkedError(VenturiError):
     """A queue or worker created before `os.fork()` was used in the child process."""
 

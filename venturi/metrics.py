@@ -38,7 +38,15 @@ DURATION_BUCKETS: Final = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
     3600.0,
 )  # fmt: skip
-_STATUS_FIELDS: Final = ("pending", "scheduled", "claimed", "completed", "dead", "cancelled")
+_STATUS_FIELDS: Final = (
+    "pending",
+    "scheduled",
+    "waiting",
+    "claimed",
+    "completed",
+    "dead",
+    "cancelled",
+)
 
 
 class StatsSource(Protocol):
@@ -184,7 +192,8 @@ class QueueCollector(Collector):
 def _gauges(snapshot: StatsSnapshot) -> Iterator[Metric]:
     jobs = GaugeMetricFamily(
         "venturi_queue_jobs",
-        "Jobs by kind and status (pending: due now; scheduled: pending for later).",
+        "Jobs by kind and status (pending: due now; scheduled: pending for later; "
+        "waiting: for unfinished parents).",
         labels=["kind", "status"],
     )
     oldest = GaugeMetricFamily(

@@ -6,7 +6,7 @@ import enum
 import json
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -23,10 +23,12 @@ MAX_KIND_LENGTH: Final = 128
 MAX_DEDUP_KEY_LENGTH: Final = 512
 MAX_CONCURRENCY_KEY_LENGTH: Final = 255
 MAX_DELAY_SECONDS: Final = 100 * 365 * 24 * 3600
+MAX_PARENTS: Final = 10_000
 _KIND_PATTERN: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*", re.ASCII)
 
 MergeFn = Callable[[dict[str, Any], dict[str, Any]], Mapping[str, Any]]
 OnDuplicate = Literal["keep", "replace"] | MergeFn
+OnParentFailure = Literal["cancel", "run"]
 JobId = ULID | str | uuid.UUID
 
 
@@ -36,6 +38,7 @@ class JobStatus(enum.StrEnum):
     COMPLETED = "completed"
     DEAD = "dead"
     CANCELLED = "cancelled"
+    WAITING = "waiting"  # for unfinished parents; outside the claim index
 
     @property
     def terminal(self) -> bool:
@@ -143,6 +146,24 @@ def _validate_on_duplicate(value: object) -> OnDuplicate:
     raise InvalidJob(f"on_duplicate must be 'keep', 'replace' or a merge function, got {value!r}")
 
 
+def _after(value: object) -> tuple[ULID, ...]:
+    """The parent ids of ``after=`` as ULIDs (a single id is refused: pass a list)."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes, ULID, uuid.UUID)) or not isinstance(value, Iterable):
+        raise InvalidJob(f"after must be a list of job ids, got {type(value).__name__}")
+    parents = tuple(dict.fromkeys(_cursor_id(v) for v in value))
+    if len(parents) > MAX_PARENTS:
+        raise InvalidJob(f"after names {len(parents)} parents; at most {MAX_PARENTS} are allowed")
+    return parents
+
+
+def _on_parent_failure(value: object) -> OnParentFailure:
+    if value in ("cancel", "run"):
+        return value
+    raise InvalidJob(f"on_parent_failure must be 'cancel' or 'run', got {value!r}")
+
+
 def _payload_json(job: NewJob) -> str:
     # Size is checked at enqueue, against the queue's own max_payload_bytes.
     return encode_payload(job.payload, max_bytes=None)
@@ -177,6 +198,10 @@ class NewJob:
     concurrency_key: str | None = attrs.field(default=None, converter=validate_concurrency_key)
     # W3C trace context of the enqueuing request (`venturi.contrib.otel` fills it in).
     trace_context: Mapping[str, str] | None = None
+    # Parents: the job waits until every one has completed (`on_parent_failure` says what
+    # a dead or cancelled parent does to it).
+    after: tuple[ULID, ...] = attrs.field(default=(), converter=_after)
+    on_parent_failure: OnParentFailure = attrs.field(default="cancel", converter=_on_parent_failure)
     payload_json: str = attrs.field(
         init=False, default=attrs.Factory(_payload_json, takes_self=True)
     )
@@ -191,6 +216,12 @@ class NewJob:
     def __attrs_post_init__(self) -> None:
         if self.dedup_key is None and self.on_duplicate != "keep":
             raise InvalidJob("on_duplicate needs a dedup_key")
+        if self.after and self.dedup_key is not None:
+            raise InvalidJob("a job with parents (after=) cannot take a dedup_key")
+
+
+def _optional_ulid(value: object) -> ULID | None:
+    return value if value is None or isinstance(value, ULID) else ULID.from_uuid(value)  # type: ignore[arg-type]
 
 
 @attrs.frozen
@@ -214,6 +245,8 @@ class JobRecord:
     finished_at: datetime | None
     concurrency_key: str | None = None
     trace_context: dict[str, str] | None = None
+    parents_left: int = 0
+    workflow_id: ULID | None = attrs.field(default=None, converter=_optional_ulid)
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> JobRecord:
@@ -326,6 +359,7 @@ class KindStats:
     cancelled: int
     oldest_pending_seconds: float | None
     paused: bool = False
+    waiting: int = 0  # for unfinished parents
 
 
 @attrs.frozen

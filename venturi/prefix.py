@@ -40,6 +40,13 @@ _SUFFIXES: Final = {
     "key_running_idx": "_jobs_keyrun_idx",
     "schedules": "_schedules",
     "schedules_pkey": "_schedules_pkey",
+    "deps": "_deps",
+    "deps_pkey": "_deps_pkey",
+    "deps_child_idx": "_deps_child_idx",
+    "deps_parent_fkey": "_deps_parent_fk",
+    "deps_child_fkey": "_deps_child_fk",
+    "workflow_idx": "_jobs_wf_idx",
+    "finish_children": "_finish_children",
 }
 LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX
@@ -88,6 +95,11 @@ class Prefix:
         return self.jobs
 
     @property
+    def done_channel(self) -> str:
+        """The channel a transaction that finishes jobs notifies once (waiters listen)."""
+        return self.name + "_done"
+
+    @property
     def lock_key(self) -> int:
         """A stable signed 64-bit advisory-lock key derived from the prefix's content."""
         digest = hashlib.blake2b(b"venturi-migrate:" + self.name.encode(), digest_size=8)
@@ -106,4 +118,6 @@ class Prefix:
         }
         names["channel"] = sql.Literal(self.channel)
         names["channel_ident"] = sql.Identifier(self.channel)
+        names["done_channel"] = sql.Literal(self.done_channel)
+        names["done_channel_ident"] = sql.Identifier(self.done_channel)
         return names

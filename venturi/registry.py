@@ -230,9 +230,19 @@ class JobFunction(Generic[P, R]):
             options["concurrency_key"] = kwargs.pop("concurrency_key")
         return self.queue.enqueue(self.definition.kind, kwargs, **options)
 
+    def enqueue_and_wait(self, timeout: Duration = 30.0, **kwargs: Any) -> Any:
+        """Enqueue like `enqueue` and return the handler's return value once the job has
+        completed (`Queue.result`: `JobFailed`, `JobCancelled`, `TimeoutError` after
+        ``timeout`` seconds). For short jobs a request waits for; ``timeout`` is not
+        payload."""
+        result = getattr(self.queue, "result", None)  # the queue's, or an integration's
+        if result is None:
+            raise ConfigurationError(f"{type(self.queue).__name__} cannot wait for results")
+        return result(self.enqueue(**kwargs), timeout)
+
     def enqueue_with(self, payload: Mapping[str, Any], **options: Any) -> ULID:
         """Enqueue with options (priority, delay, at, dedup_key, on_duplicate,
-        concurrency_key, conn)."""
+        concurrency_key, after, on_parent_failure, conn)."""
         return self.queue.enqueue(self.definition.kind, payload, **options)
 
     def __repr__(self) -> str:

@@ -43,7 +43,8 @@ def test_migrate_applies_everything_once_then_is_a_no_op(
     assert make_store(prefix).migrate() == []
     store.check_schema()
     assert _tables(database_dsn, prefix) == sorted(
-        f"{prefix}{s}" for s in ("_jobs", "_journal", "_kinds", "_schedules", "_schema_history")
+        f"{prefix}{s}"
+        for s in ("_deps", "_jobs", "_journal", "_kinds", "_schedules", "_schema_history")
     )
     probe = Probe(database_dsn, prefix)
     try:
@@ -102,7 +103,7 @@ def test_eight_processes_migrating_one_fresh_prefix_make_one_schema(
         assert probe.rows(
             "SELECT version, count(*) FROM {schema_history} GROUP BY 1 ORDER BY 1"
         ) == [(version, 1) for version, _ in known_migrations()]
-        assert len(_tables(database_dsn, prefix)) == 5
+        assert len(_tables(database_dsn, prefix)) == 6
     finally:
         probe.close()
     print(f"8 processes migrated one prefix in {elapsed:.2f}s after release: one applied, 7 no-ops")
@@ -198,14 +199,15 @@ def test_the_longest_prefix_migrates_with_no_name_truncated(
                 r[0]
                 for r in conn.execute(
                     "SELECT relname FROM pg_class WHERE relname LIKE %s"
-                    " UNION SELECT conname FROM pg_constraint WHERE conname LIKE %s",
-                    (name + "%", name + "%"),
+                    " UNION SELECT conname FROM pg_constraint WHERE conname LIKE %s"
+                    " UNION SELECT proname FROM pg_proc WHERE proname LIKE %s",
+                    (name + "%", name + "%", name + "%"),
                 )
             }
         expected = {
             prefix.table(key)
             for key in prefix.placeholders()
-            if key not in ("channel", "channel_ident")
+            if key not in ("channel", "channel_ident", "done_channel", "done_channel_ident")
         }
         dropped = {prefix.table("history_idx")}  # by 0002: history pages by id
         assert expected - dropped <= found, f"missing (truncated?) names: {expected - found}"

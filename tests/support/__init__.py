@@ -102,6 +102,7 @@ def drop_prefix(dsn: str, prefix: str) -> None:
     """Remove a test prefix's tables (best effort, the run's own leftovers only)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sqlfiles.query("drop_prefix", Prefix(prefix)))
+        conn.execute(sqlfiles.query("drop_prefix_function", Prefix(prefix)))
 
 
 class Probe:

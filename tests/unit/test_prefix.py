@@ -70,10 +70,12 @@ def test_every_derived_name_of_the_longest_prefix_fits_63_bytes() -> None:
     assert names, "no derived names?"
     assert max(len(n.encode()) for n in names) == 63
     assert len(prefix.channel.encode()) <= 63
+    assert len(prefix.done_channel.encode()) <= 63
 
 
 def _table_keys() -> set[str]:
-    return set(Prefix("a").placeholders()) - {"channel", "channel_ident"}
+    channels = {"channel", "channel_ident", "done_channel", "done_channel_ident"}
+    return set(Prefix("a").placeholders()) - channels
 
 
 def test_derived_names() -> None:

@@ -14,7 +14,7 @@ from venturi.cli.support import DURATION, JOB_ID, CliState, pass_state, require_
 from venturi.models import JobStatus, StatsSnapshot
 
 _TERMINAL = [s.value for s in JobStatus if s.terminal]
-_COUNTS = ("pending", "scheduled", "claimed", "completed", "dead", "cancelled")
+_COUNTS = ("pending", "scheduled", "waiting", "claimed", "completed", "dead", "cancelled")
 
 
 def _stats_json(snapshot: StatsSnapshot) -> dict[str, Any]:
@@ -64,15 +64,17 @@ def stats(state: CliState, as_json: bool) -> None:
 @click.argument("job_id", type=JOB_ID, metavar="ID")
 @pass_state
 def cancel(state: CliState, job_id: str) -> None:
-    """Cancel a pending or running job.
+    """Cancel a pending, waiting or running job.
 
     A running handler sees `ctx.stopping` set; whatever it returns later is fenced out.
+    Its waiting children are cancelled too (unless they run after a failed parent).
     """
     queue = state.queue()
     if not queue.cancel(job_id):
         record = require_job(queue, job_id)
         raise click.ClickException(
-            f"job {job_id} is {record.status.value}; only pending or running jobs can be cancelled"
+            f"job {job_id} is {record.status.value}; only pending, waiting or running jobs can be "
+            "cancelled"
         )
     click.echo(f"cancelled {job_id}")
 
@@ -81,30 +83,39 @@ def cancel(state: CliState, job_id: str) -> None:
 @click.argument("job_id", type=JOB_ID, metavar="[ID]", required=False)
 @click.option("--all-dead", is_flag=True, help="Requeue every dead job (of --kind).")
 @click.option("--kind", help="With --all-dead: only this kind.")
+@click.option(
+    "--with-children", is_flag=True, help="With ID: also the descendants its end cancelled."
+)
 @pass_state
-def requeue(state: CliState, job_id: str | None, all_dead: bool, kind: str | None) -> None:
+def requeue(
+    state: CliState, job_id: str | None, all_dead: bool, kind: str | None, with_children: bool
+) -> None:
     """Put finished jobs back in line.
 
     Either job ID (dead, cancelled or completed), or with --all-dead every dead job (of
     --kind), with a fresh failure count. A job whose dedup key a pending job holds stays.
+    --with-children also puts ID's cancelled descendants back to waiting for it.
     """
     if (job_id is None) == (not all_dead):
         raise click.UsageError("give either a job ID or --all-dead")
     if kind is not None and not all_dead:
         raise click.UsageError("--kind goes with --all-dead")
+    if with_children and job_id is None:
+        raise click.UsageError("--with-children goes with a job ID")
     queue = state.queue()
     if job_id is None:
         count = queue.requeue_dead(kind=kind)
         which = "dead jobs" if kind is None else f"dead {kind} jobs"
         click.echo(f"requeued {count} {which}")
         return
-    if not queue.requeue(job_id):
+    children = queue.requeue_with_children(job_id) if with_children else 0
+    if children is None or (not with_children and not queue.requeue(job_id)):
         record = require_job(queue, job_id)
         raise click.ClickException(
             f"job {job_id} is {record.status.value}; only dead, cancelled or completed jobs "
             "can be requeued"
         )
-    click.echo(f"requeued {job_id}")
+    click.echo(f"requeued {job_id}" + (f" and {children} children" if with_children else ""))
 
 
 @click.command()

@@ -1,4 +1,4 @@
-"""Sub-commands that enqueue and read jobs: enqueue, job, history, dead."""
+"""Sub-commands that enqueue and read jobs: enqueue, job, workflow, history, dead."""
 
 from __future__ import annotations
 
@@ -72,6 +72,20 @@ def _parse_at(text: str | None) -> datetime | None:
 )
 @click.option("--max-attempts", type=click.IntRange(min=1), help="Runs before it goes dead.")
 @click.option("--concurrency-key", help="For a kind with key_concurrency: the job's key.")
+@click.option(
+    "--after",
+    multiple=True,
+    type=JOB_ID,
+    metavar="ID",
+    help="Run once this job completed (repeatable).",
+)
+@click.option(
+    "--on-parent-failure",
+    type=click.Choice(["cancel", "run"]),
+    default="cancel",
+    show_default=True,
+    help="With --after: what a dead or cancelled parent does to this job.",
+)
 @pass_state
 def enqueue(
     state: CliState,
@@ -85,6 +99,8 @@ def enqueue(
     on_duplicate: str,
     max_attempts: int | None,
     concurrency_key: str | None,
+    after: tuple[str, ...],
+    on_parent_failure: str,
 ) -> None:
     """Enqueue one job; prints its id.
 
@@ -99,6 +115,8 @@ def enqueue(
         "dedup_key": dedup_key,
         "max_attempts": max_attempts,
         "concurrency_key": concurrency_key,
+        "after": list(after) or None,
+        "on_parent_failure": on_parent_failure if after else None,
     }
     chosen = {name: value for name, value in options.items() if value is not None}
     job_id = state.queue().enqueue(kind, data, on_duplicate=on_duplicate, **chosen)
@@ -164,6 +182,33 @@ def job(state: CliState, job_id: str, as_json: bool) -> None:
     out = console()
     out.print(grid)
     out.print(journal_table(entries))
+
+
+@click.command("workflow")
+@click.argument("workflow_id", type=JOB_ID, metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_state
+def workflow(state: CliState, workflow_id: str, as_json: bool) -> None:
+    """Show every job of a workflow (`Queue.workflow`) with its parents and state."""
+    status = state.queue().workflow_status(workflow_id)
+    if not status.jobs:
+        raise click.ClickException(f"no workflow {workflow_id} (or its jobs were deleted)")
+    if as_json:
+        jobs = [
+            {**_record_json(j.record), "parents": [str(p) for p in j.parents]} for j in status.jobs
+        ]
+        echo_json({"id": str(status.id), "counts": status.counts(), "jobs": jobs})
+        return
+    grid = table("id", "kind", "status", "after", "runs", "finished")
+    for j in status.jobs:
+        after = ", ".join(str(p) for p in j.parents)
+        record = j.record
+        finished = show_time(record.finished_at)
+        grid.add_row(
+            str(record.id), record.kind, record.status.value, after, str(record.run_count), finished
+        )
+    console().print(grid)
+    click.echo(", ".join(f"{n} {s}" for s, n in sorted(status.counts().items())))
 
 
 def _jobs_table(records: list[JobRecord]) -> Table:
@@ -277,4 +322,4 @@ def dead(state: CliState, kind: str | None, limit: int, before: str | None, as_j
 
 def job_commands() -> list[click.Command]:
     """The sub-commands that enqueue and read jobs."""
-    return [enqueue, job, history, dead]
+    return [enqueue, job, workflow, history, dead]

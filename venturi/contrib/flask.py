@@ -51,10 +51,12 @@ from venturi.contrib.settings import (
     to_positive_seconds,
 )
 from venturi.coroutines import finish
+from venturi.durations import Duration
 from venturi.models import NewJob
 from venturi.registry import JobFunction, JobOptions
 from venturi.schedule_registry import split_options
 from venturi.worker.runtime import Worker
+from venturi.workflows import DEFAULT_WAIT_SECONDS
 
 from .lazy import Handler, LazyQueue, Registry
 
@@ -286,6 +288,10 @@ class Venturi:
     ) -> list[ULID]:
         """`Queue.enqueue_many` on the current app's queue."""
         return self.queue.enqueue_many(jobs, conn=conn)
+
+    def result(self, job_id: ULID, timeout: Duration = DEFAULT_WAIT_SECONDS) -> Any:
+        """`Queue.result` on the current app's queue."""
+        return self.queue.result(job_id, timeout)
 
     # -- the in-process worker ----------------------------------------------------------
 

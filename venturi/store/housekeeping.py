@@ -130,6 +130,7 @@ class Housekeeping:
 
     def drop_prefix(self) -> None:
         self._fetch("drop_prefix")
+        self._fetch("drop_prefix_function")
 
     def ping(self) -> str:
         with self.connection() as conn:
@@ -145,13 +146,20 @@ class Housekeeping:
         """A new listener built from the pool's own connection parameters (TLS included),
         or from ``listen_dsn`` when set (straight to the server past a transaction-pooling
         proxy), with the pool's connect keywords under the ones that DSN sets itself."""
+        return self._listener(finished=False)
+
+    def finished_notifier(self) -> PostgresNotifier:
+        """A listener like `notifier` on the channel of finished jobs (waiters)."""
+        return self._listener(finished=True)
+
+    def _listener(self, *, finished: bool) -> PostgresNotifier:
         conninfo, kwargs = self.connection_params()
         if self.listen_dsn is None:
-            return PostgresNotifier(conninfo, kwargs, self.prefix)
+            return PostgresNotifier(conninfo, kwargs, self.prefix, finished=finished)
         own = parse_dsn(self.listen_dsn, "listen_dsn")
         kwargs = {**connect_defaults(own), **kwargs}
         kwargs = {k: v for k, v in kwargs.items() if k not in own}
-        return PostgresNotifier(self.listen_dsn, kwargs, self.prefix)
+        return PostgresNotifier(self.listen_dsn, kwargs, self.prefix, finished=finished)
 
     def connection_params(self) -> tuple[str, dict[str, Any]]:
         """The pool's conninfo and connect keywords (less autocommit), resolving a pool
@@ -214,7 +222,10 @@ class Housekeeping:
     def stats(self) -> StatsSnapshot:
         rows = self._fetch("stats")
         kinds = tuple(KindStats(*row[:8]) for row in rows)
-        kinds = tuple(attrs.evolve(k, paused=row[9]) for k, row in zip(kinds, rows, strict=True))
+        kinds = tuple(
+            attrs.evolve(k, paused=row[9], waiting=row[10])
+            for k, row in zip(kinds, rows, strict=True)
+        )
         taken_at = rows[0][8] if rows else self.now()
         return StatsSnapshot(kinds, taken_at)
 

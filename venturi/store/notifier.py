@@ -51,7 +51,13 @@ class PostgresNotifier:
     then `polling`, as after `stop_listening`: `wait` only sleeps (or is woken).
     """
 
-    def __init__(self, conninfo: str, kwargs: dict[str, Any], prefix: Prefix) -> None:
+    def __init__(
+        self, conninfo: str, kwargs: dict[str, Any], prefix: Prefix, *, finished: bool = False
+    ) -> None:
+        # ``finished``: listen on the channel of finished jobs (waiters) instead of the
+        # channel of claimable ones (workers).
+        self._listen = "listen_done" if finished else "listen"
+        self._unlisten = "unlisten_done" if finished else "unlisten"
         self._conninfo = conninfo
         self._kwargs = {**_KEEPALIVES, **kwargs, "autocommit": True}
         self._prefix = prefix
@@ -91,7 +97,7 @@ class PostgresNotifier:
         try:
             shared = _lends_its_server(conn, self._prefix)
             if not shared:
-                conn.execute(sqlfiles.query("listen", self._prefix))
+                conn.execute(sqlfiles.query(self._listen, self._prefix))
         except BaseException:
             conn.close()
             raise
@@ -113,7 +119,7 @@ class PostgresNotifier:
             return
         # Best effort: a connection that fails here has lost its LISTEN with its session.
         with contextlib.suppress(psycopg.Error):
-            conn.execute(sqlfiles.query("unlisten", self._prefix))
+            conn.execute(sqlfiles.query(self._unlisten, self._prefix))
         conn.close()
 
     def wait(self, timeout: float) -> bool:

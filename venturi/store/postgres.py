@@ -14,7 +14,7 @@ from psycopg import errors
 from psycopg_pool import ConnectionPool
 from ulid import ULID
 
-from venturi.errors import ConfigurationError, StoreUnavailable
+from venturi.errors import ConfigurationError, InvalidJob, StoreUnavailable
 from venturi.models import (
     SMALLINT_MIN,
     JobRecord,
@@ -25,6 +25,7 @@ from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
 from venturi.store import migrations, retrying, sqlfiles
+from venturi.store.dependencies import Dependencies
 from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
 from venturi.store.flow import FlowControl, completion_params
@@ -64,7 +65,7 @@ _SETTLE_FILES: Final = {
 
 # A dict-backed class (no slots), so a test may replace one operation of one instance.
 @attrs.define(eq=False, slots=False)
-class PostgresStore(FlowControl, Scheduling):
+class PostgresStore(FlowControl, Scheduling, Dependencies):
     """The store over a `psycopg_pool.ConnectionPool`, under one table-name prefix.
 
     Built with `from_dsn` (it opens and later closes its own pool) or `from_pool` (it
@@ -139,6 +140,8 @@ class PostgresStore(FlowControl, Scheduling):
 
     def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
         job_id = new_id()
+        if job.after:
+            return self.enqueue_graph([job], [job_id], None, conn)[0]
         if conn is not None:
             with mapped_errors():
                 return self._enqueuer.enqueue(conn, job, job_id)
@@ -154,6 +157,10 @@ class PostgresStore(FlowControl, Scheduling):
         self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
     ) -> list[ULID]:
         ids = [new_id() for _ in jobs]
+        if any(j.after for j in jobs):
+            if any(j.dedup_key is not None for j in jobs):
+                raise InvalidJob("enqueue jobs with after= and jobs with a dedup_key separately")
+            return self.enqueue_graph(jobs, ids, None, conn)
         if conn is not None:
             with mapped_errors():
                 return self._enqueuer.enqueue_many(conn, jobs, ids)
@@ -166,6 +173,27 @@ class PostgresStore(FlowControl, Scheduling):
             # committed, and a merge function must not merge twice.
             repeatable=bool(plain) and not any(callable(j.on_duplicate) for j in jobs),
             what=f"enqueue of {len(jobs)} jobs",
+        )
+
+    def enqueue_graph(
+        self,
+        jobs: Sequence[NewJob],
+        ids: Sequence[ULID],
+        workflow_id: ULID | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> list[ULID]:
+        """Write jobs with parents (``after``; a parent may be an earlier job of ``jobs``)
+        under ``ids`` in one transaction, each waiting, pending or cancelled as its parents
+        decide; an unknown parent raises `InvalidJob` and nothing is written."""
+        if conn is not None:
+            with mapped_errors():
+                return self.write_graph(conn, jobs, ids, workflow_id, self.max_payload_bytes)
+        return self._write_own(
+            lambda own: self.write_graph(own, jobs, ids, workflow_id, self.max_payload_bytes),
+            ids,
+            list(ids),
+            repeatable=True,
+            what=f"enqueue of {len(jobs)} jobs with parents",
         )
 
     def _write_own(

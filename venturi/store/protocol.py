@@ -87,6 +87,32 @@ class Store(Protocol):
         self, jobs: Sequence[NewJob], conn: Connection[Any] | None = None
     ) -> list[ULID]: ...
 
+    def enqueue_graph(
+        self,
+        jobs: Sequence[NewJob],
+        ids: Sequence[ULID],
+        workflow_id: ULID | None = None,
+        conn: Connection[Any] | None = None,
+    ) -> list[ULID]:
+        """Jobs with parents (parents first) in one transaction; see `PostgresStore`."""
+        ...
+
+    def finished_jobs(self, job_ids: Sequence[ULID]) -> list[JobRecord]: ...
+
+    def requeue_with_children(self, job_id: JobId, note: str | None = None) -> int | None:
+        """Requeue a finished job and its cancelled descendants; None if not finished."""
+        ...
+
+    def results(self, job_ids: Sequence[JobId]) -> dict[ULID, Any]:
+        """Each completed job's return value (its latest completion's attachment)."""
+        ...
+
+    def parent_results(self, job_id: JobId) -> dict[ULID, Any]: ...
+
+    def workflow_jobs(
+        self, workflow_id: JobId, conn: Connection[Any] | None = None
+    ) -> list[tuple[JobRecord, list[ULID]]]: ...
+
     def claim(
         self,
         worker: str,
@@ -176,6 +202,10 @@ class Store(Protocol):
     def now(self) -> datetime: ...
 
     def notifier(self) -> Notifier: ...
+
+    def finished_notifier(self) -> Notifier:
+        """A listener on the channel every transaction that finishes jobs notifies once."""
+        ...
 
     def notify(self, payload: str) -> None: ...
 

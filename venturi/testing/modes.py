@@ -164,7 +164,15 @@ def run_due(queue: Queue, *, raise_failures: bool = True) -> int:
             return queue.store.extend_lease([(claim, lease)]).kept(claim.job_id)
 
         try:
-            settlement = run_inline(queue.store, definition, JobContext(job, extend=extend))
+            settlement = run_inline(
+                queue.store,
+                definition,
+                JobContext(
+                    job,
+                    extend=extend,
+                    parents=functools.partial(queue.store.parent_results, job.id),
+                ),
+            )
         except BaseException:
             queue.store.settle(claim, Settlement.release("inline run interrupted"))
             raise

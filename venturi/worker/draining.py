@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -67,7 +68,11 @@ def run_claimed(store: Store, definition: JobDefinition, job: JobRecord, lease: 
         return store.extend_lease([(claim, lease)]).kept(job.id)
 
     try:
-        settlement = run_inline(store, definition, JobContext(job, extend=extend))
+        settlement = run_inline(
+            store,
+            definition,
+            JobContext(job, extend=extend, parents=functools.partial(store.parent_results, job.id)),
+        )
     except BaseException:
         # KeyboardInterrupt or SystemExit from the handler: hand the job back untouched.
         store.settle(claim, Settlement.release("drain interrupted"))

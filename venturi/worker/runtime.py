@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import os
 import queue
@@ -377,7 +378,9 @@ class Worker:
             assert self._heartbeat is not None
             return self._heartbeat.extend_one(held)
 
-        held = HeldJob(job, self.definitions[job.kind], JobContext(job, extend=extend))
+        parents = functools.partial(self.store.parent_results, job.id)
+        context = JobContext(job, extend=extend, parents=parents)
+        held = HeldJob(job, self.definitions[job.kind], context)
         self.held.add(held)
         return held
 

@@ -15,9 +15,11 @@ from ulid import ULID
 
 from venturi.client import Queue
 from venturi.contrib.lazy import Handler, LazyQueue, Registry
+from venturi.durations import Duration
 from venturi.errors import ConfigurationError
 from venturi.registry import JobFunction, JobOptions
 from venturi.schedule_registry import split_options
+from venturi.workflows import DEFAULT_WAIT_SECONDS
 
 from .conf import VenturiSettings, connection_string
 
@@ -116,6 +118,9 @@ class _DjangoTarget:
 
     def enqueue(self, kind: str, payload: Mapping[str, Any] | None = None, **options: Any) -> ULID:
         return enqueue(kind, payload, **options)
+
+    def result(self, job_id: ULID, timeout: Duration = DEFAULT_WAIT_SECONDS) -> Any:
+        return get_queue().result(job_id, timeout)
 
 
 _target = _DjangoTarget()

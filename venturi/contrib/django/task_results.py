@@ -24,6 +24,7 @@ HEADER: Final = "django-task "  # first line of each run's journal note, then JS
 _LOST: Final = re.compile(r"^lease held by (.+?) expired")
 _STATUS: Final = {
     JobStatus.PENDING: TaskResultStatus.READY,
+    JobStatus.WAITING: TaskResultStatus.READY,  # queued behind its parents
     JobStatus.CLAIMED: TaskResultStatus.RUNNING,
     JobStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,
     JobStatus.DEAD: TaskResultStatus.FAILED,
