@@ -34,8 +34,9 @@ from psycopg.conninfo import make_conninfo
 from ulid import ULID
 
 from tests.support import wait_until
-from venturi.models import NewJob
+from venturi.models import JobRecord, NewJob
 from venturi.prefix import Prefix
+from venturi.settlements import BatchOutcome, Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
 SETTING_MS: Final = 50
@@ -130,6 +131,17 @@ class InjectingStore(PostgresStore):
     ) -> list[ULID]:
         with self.statement("enqueue_many"):
             return super().enqueue_many(jobs, conn)
+
+    def complete_and_claim(
+        self,
+        claim: Claim,
+        settlement: Settlement,
+        kind: str,
+        lease: float,
+        priority_floor: int | None = None,
+    ) -> tuple[BatchOutcome, list[JobRecord]]:
+        with self.statement("complete_and_claim"):
+            return super().complete_and_claim(claim, settlement, kind, lease, priority_floor)
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:

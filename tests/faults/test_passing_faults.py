@@ -1,4 +1,4 @@
-"""The statement that passes a completed run's place on (complete_and_claim) failing with
+"""The transaction that passes a completed run's place on (complete_and_claim) failing with
 every transient error class: the run is then completed the usual way, nothing is lost,
 run twice or left claimed, and the kind's limit holds."""
 

@@ -15,6 +15,7 @@ from venturi.models import SMALLINT_MIN, JobRecord
 from venturi.settlements import BatchOutcome, Claim, Settlement
 from venturi.store import sqlfiles
 from venturi.store.housekeeping import Housekeeping
+from venturi.store.statements import run_statement
 
 
 class FlowControl(Housekeeping):
@@ -119,24 +120,26 @@ class FlowControl(Housekeeping):
     ) -> tuple[BatchOutcome, list[JobRecord]]:
         """Complete one run of ``kind`` (a kind with a concurrency and no key or rate
         limit) and, only if that applied, claim the kind's next due job for the same
-        worker in the same statement (complete_and_claim.sql): the run's place passes
-        straight on, never free in between, and the kind's claimed jobs never grow. A
-        run fenced out, or whose row another session holds locked (``busy``), claims
-        nothing; nor does a kind paused or whose limit is now below its claimed jobs.
+        worker in the same transaction: settle_complete.sql, the one completion every
+        path writes, then pass_place.sql. The run's place passes straight on, never free
+        in between, and the kind's claimed jobs never grow. A run fenced out, or whose row
+        another session holds locked (``busy``), claims nothing; nor does a kind paused
+        or whose limit is now below its claimed jobs.
         """
-        params = {
-            **completion_params([(claim, settlement)], within_lease=False),
-            "kind": kind,
-            "lease": float(lease),
-            "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
-        }
-        applied, busy, *job = self._fetch("complete_and_claim", params)[0]
-        outcome = BatchOutcome(
-            frozenset([claim.job_id]) if applied else frozenset(),
-            frozenset([claim.job_id]) if busy else frozenset(),
-        )
-        jobs = [] if job[0] is None else [JobRecord.from_row(tuple(job))]
-        return outcome, jobs
+        completion = completion_params([(claim, settlement)], within_lease=False)
+        with self.connection() as conn, conn.transaction():
+            rows = run_statement(conn, self._query("settle_complete"), completion)
+            outcome = BatchOutcome.from_rows(rows)
+            if claim.job_id not in outcome.applied:
+                return outcome, []
+            params = {
+                "kind": kind,
+                "worker": claim.claimed_by,
+                "lease": float(lease),
+                "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
+            }
+            rows = run_statement(conn, self._query("pass_place"), params)
+        return outcome, [JobRecord.from_row(row) for row in rows]
 
     def _query(self, name: str) -> sql.Composed:
         return sqlfiles.query(name, self.prefix)

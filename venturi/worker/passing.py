@@ -1,8 +1,8 @@
 """Passing a place on: a completed run of a kind with a global concurrency (and no key or
-rate limit) claims its kind's next job in the statement that completes it, and its
+rate limit) claims its kind's next job in the transaction that completes it, and its
 handler thread runs that job next. The place never becomes free in between, so no other
 worker has to be woken and take the kind's turn to fill it, and the limit still holds in
-SQL: the statement swaps one claimed job for at most one (complete_and_claim.sql)."""
+SQL: the transaction swaps one claimed job for at most one (`Store.complete_and_claim`)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ logger = logging.getLogger("venturi.worker")
 @attrs.define(eq=False)
 class PlacePassing:
     """Completes a handler's finished run of a kind in `FlowView.passed` itself (not in
-    the completer's batch) and claims the kind's next job in the same statement.
+    the completer's batch) and claims the kind's next job in the same transaction.
 
     `finish` returns that job, held by the worker and occupying the finished run's slot,
     or None when there was none (the slot and the place are free: the other workers are
@@ -62,7 +62,7 @@ class PlacePassing:
 
     def finish(self, held: HeldJob, settlement: Settlement, ran_for: float) -> HeldJob | None:
         """Complete ``held`` (which ran for ``ran_for`` seconds) and return the kind's
-        next job, claimed in the same statement, or None. Never raises."""
+        next job, claimed in the same transaction, or None. Never raises."""
         kind = held.job.kind
         dispatcher = self.dispatcher
         try:

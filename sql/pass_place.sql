@@ -1,0 +1,40 @@
+-- Claims the next due job of a kind with a concurrency limit (and no key or rate limit)
+-- for the worker whose run of it settle_complete.sql completed earlier in this same
+-- transaction: the run's place passes straight on, never free in between. The transaction
+-- turns one claimed job of the kind into a completed one and at most one pending job into
+-- a claimed one, atomically, so no snapshot ever sees more of the kind claimed than before
+-- it: the kind's limit holds without taking its turn (its row's lock), which the claims
+-- that add to the kind's claimed jobs still take. The room is read after the completion
+-- (this transaction's own run no longer counts): a kind whose limit was lowered below its
+-- claimed jobs, paused, or whose declaration now has a key or rate limit gets nothing.
+-- Parameters: kind, worker, lease, priority_floor.
+-- Returns: the claimed job (JobRecord.from_row order), or no row.
+WITH room AS (
+    SELECT k.concurrency - (
+               SELECT count(*) FROM {jobs} AS r
+               WHERE r.status = 'claimed' AND r.kind = k.kind) AS places
+    FROM {kinds} AS k
+    WHERE k.kind = %(kind)s AND NOT k.paused
+      AND k.key_concurrency IS NULL AND k.rate_limit IS NULL
+),
+next_job AS (
+    SELECT n.id AS next_id
+    FROM room
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM {jobs} AS j
+        WHERE j.status = 'pending' AND j.kind = %(kind)s
+          AND j.priority >= %(priority_floor)s AND j.visible_at <= now()
+        ORDER BY j.priority DESC, j.visible_at, j.id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) AS n
+    WHERE room.places > 0
+)
+UPDATE {jobs} AS j
+SET status = 'claimed',
+    claimed_by = %(worker)s,
+    run_count = j.run_count + 1,
+    claim_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
+FROM next_job
+WHERE j.id = next_job.next_id
+RETURNING {job_columns}
