@@ -329,3 +329,22 @@ def test_drain_runs_a_transactional_kind_in_its_transaction(
     assert outcomes(queue, done) == ["completed"]
     assert outcomes(queue, refused) == ["retried"]
     assert rows(probe, charges) == [(1, 1)]
+
+
+def test_a_transactional_kind_with_a_concurrency_limit_completes_once(
+    queue: Queue, start_worker: Callable[..., Worker], probe: Probe, charges: sql.Identifier
+) -> None:
+    """Its completion is written in its own transaction; passing the place on (which
+    completes a run of a limited kind) must not write it again and report it fenced."""
+    events = Settled()
+
+    @queue.job("billing.limited", transactional=True, context=True, concurrency=1)
+    def charge_order(ctx: JobContext, order_id: int) -> None:
+        charge(ctx, charges, order_id)
+
+    ids = [charge_order.enqueue(order_id=n) for n in range(6)]
+    start_worker(concurrency=4, events=events)
+    for job_id in ids:
+        assert settled(queue, job_id) == ["completed"]
+    assert rows(probe, charges) == [(n, 1) for n in range(6)]
+    assert events.fenced == []
