@@ -7,13 +7,21 @@
 -- that add to the kind's claimed jobs still take. The room is read after the completion
 -- (this transaction's own run no longer counts): a kind whose limit was lowered below its
 -- claimed jobs, paused, or whose declaration now has a key or rate limit gets nothing.
--- Parameters: kind, worker, lease, priority_floor.
+-- Nothing is claimed unless that completion applied: the run's row must be completed by
+-- this very transaction (its version's xmin is this transaction's id), not found
+-- completed already by an earlier one (a completion retried after a lost reply).
+-- Parameters: id (the completed run's job), kind, worker, lease, priority_floor.
 -- Returns: the claimed job (JobRecord.from_row order), or no row.
-WITH room AS (
+WITH completed_here AS (
+    SELECT j.kind FROM {jobs} AS j
+    WHERE j.id = %(id)s AND j.status = 'completed' AND j.xmin = pg_current_xact_id()::xid
+),
+room AS (
     SELECT k.concurrency - (
                SELECT count(*) FROM {jobs} AS r
                WHERE r.status = 'claimed' AND r.kind = k.kind) AS places
     FROM {kinds} AS k
+    JOIN completed_here ON completed_here.kind = k.kind
     WHERE k.kind = %(kind)s AND NOT k.paused
       AND k.key_concurrency IS NULL AND k.rate_limit IS NULL
 ),

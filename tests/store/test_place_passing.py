@@ -59,6 +59,16 @@ def test_a_fenced_completion_passes_nothing(store: PostgresStore, probe: Probe) 
     assert probe.count("jobs", "status = 'pending'") == 2
 
 
+def test_a_run_completed_already_passes_nothing(store: PostgresStore, probe: Probe) -> None:
+    """A completion retried after its first commit's reply was lost finds the run
+    completed: no place was freed by it, so it must claim nothing."""
+    first, _ = limited(store, 4)
+    assert store.settle(Claim.of(first), Settlement.complete())
+    assert pass_on(store, first) == (False, False, [])
+    assert probe.count("jobs", "status = 'claimed'") == 1
+    assert probe.count("jobs", "status = 'pending'") == 2
+
+
 def test_a_completion_whose_row_is_locked_passes_nothing(
     store: PostgresStore, probe: Probe, database_dsn: str
 ) -> None:

@@ -15,7 +15,6 @@ from venturi.models import SMALLINT_MIN, JobRecord
 from venturi.settlements import BatchOutcome, Claim, Settlement
 from venturi.store import sqlfiles
 from venturi.store.housekeeping import Housekeeping
-from venturi.store.statements import run_statement
 
 
 class FlowControl(Housekeeping):
@@ -121,25 +120,30 @@ class FlowControl(Housekeeping):
         """Complete one run of ``kind`` (a kind with a concurrency and no key or rate
         limit) and, only if that applied, claim the kind's next due job for the same
         worker in the same transaction: settle_complete.sql, the one completion every
-        path writes, then pass_place.sql. The run's place passes straight on, never free
+        path writes, then pass_place.sql, pipelined. The run's place passes straight on, never free
         in between, and the kind's claimed jobs never grow. A run fenced out, or whose row
         another session holds locked (``busy``), claims nothing; nor does a kind paused
         or whose limit is now below its claimed jobs.
         """
         completion = completion_params([(claim, settlement)], within_lease=False)
-        with self.connection() as conn, conn.transaction():
-            rows = run_statement(conn, self._query("settle_complete"), completion)
-            outcome = BatchOutcome.from_rows(rows)
-            if claim.job_id not in outcome.applied:
-                return outcome, []
-            params = {
-                "kind": kind,
-                "worker": claim.claimed_by,
-                "lease": float(lease),
-                "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
-            }
-            rows = run_statement(conn, self._query("pass_place"), params)
-        return outcome, [JobRecord.from_row(row) for row in rows]
+        passing = {
+            "id": claim.job_id.to_uuid(),
+            "kind": kind,
+            "worker": claim.claimed_by,
+            "lease": float(lease),
+            "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
+        }
+        # Pipelined: BEGIN, both statements and COMMIT go in one round trip; the second
+        # claims only when the first applied (it reads the row this transaction wrote).
+        with self.connection() as conn, conn.pipeline():
+            with conn.transaction():
+                completing = conn.cursor(row_factory=tuple_row)
+                completing.execute(self._query("settle_complete"), completion)
+                claiming = conn.cursor(row_factory=tuple_row)
+                claiming.execute(self._query("pass_place"), passing)
+            outcome = BatchOutcome.from_rows(completing.fetchall())
+            jobs = [JobRecord.from_row(row) for row in claiming.fetchall()]
+        return outcome, jobs
 
     def _query(self, name: str) -> sql.Composed:
         return sqlfiles.query(name, self.prefix)
