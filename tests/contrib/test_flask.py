@@ -18,7 +18,7 @@ from psycopg import sql
 
 from tests.contrib.flask_app import create_app, publish, venturi
 from tests.support import wait_until
-from venturi import ConfigurationError, JobStatus
+from venturi import ConfigurationError, JobContext, JobStatus
 from venturi import models as venturi_models
 from venturi.contrib.flask import FlaskSettings, Venturi
 
@@ -256,3 +256,19 @@ def test_enqueue_carries_a_concurrency_key(app: Flask) -> None:
         queue = venturi.queue_for(app)
         assert queue.get(job_id).concurrency_key == "customer:42"  # type: ignore[union-attr]
         assert queue.get(many).concurrency_key == "customer:7"  # type: ignore[union-attr]
+
+
+def test_enqueue_after_and_enqueue_and_wait_on_the_extension(app: Flask) -> None:
+    kind = f"sum.{app.config['VENTURI_PREFIX']}"
+
+    @venturi.job(kind, context=True)
+    def total(ctx: JobContext, n: int) -> int:
+        return n + int(sum(ctx.parents.values()))
+
+    with app.app_context():
+        first = venturi.enqueue(kind, {"n": 1})
+        second = venturi.enqueue(kind, {"n": 2}, after=[first])
+        queue = venturi.queue_for(app)
+        assert queue.get(second).status == "waiting"  # type: ignore[union-attr]
+        assert queue.drain() == 2
+        assert venturi.result(second, timeout=10) == 3
