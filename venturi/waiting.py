@@ -111,10 +111,16 @@ class Waiters:
                 self._closed.wait(_CONNECT_BACKOFF.delay(failures))
         while not self._closed.is_set():
             slice_ = _POLL_INTERVAL if notifier.polling else _LISTEN_SLICE
-            woken = notifier.wait(slice_)
-            if self._closed.is_set():
-                return
-            if woken or notifier.polling:
+            try:
+                woken = notifier.wait(slice_)
+                if self._closed.is_set():
+                    return
+                if woken or notifier.polling:
+                    self._wake_finished()
+            except Exception:
+                # Never die silently: log, rest a moment, and read the awaited jobs again.
+                logger.exception("the waiters' listener failed; carrying on")
+                self._closed.wait(_POLL_INTERVAL)
                 self._wake_finished()
 
     def _wake_finished(self) -> None:

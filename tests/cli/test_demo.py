@@ -57,6 +57,7 @@ def test_demo_keep_leaves_tables_to_explore(invoke: Invoke, database_dsn: str) -
     prefix = _prefix_of(result.stdout)
     try:
         assert _tables(database_dsn, prefix) == [
+            f"{prefix}_deps",
             f"{prefix}_jobs",
             f"{prefix}_journal",
             f"{prefix}_kinds",

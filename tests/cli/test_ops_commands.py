@@ -138,7 +138,7 @@ def test_healthcheck_reads_a_worker_s_metrics(
         # answer, as below); kept open here to see the failure the metrics report.
         worker.stop_hooks.clear()
         with psycopg.connect(database_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP TABLE {queue.prefix}_journal, {queue.prefix}_jobs")
+            conn.execute(f"DROP TABLE {queue.prefix}_journal, {queue.prefix}_jobs CASCADE")
         wait_until(lambda: worker.failure is not None, timeout=30, what="the worker to fail")
         failed = invoke("healthcheck", "--worker-metrics", url)
         assert failed.exit_code == 1

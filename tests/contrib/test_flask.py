@@ -20,7 +20,7 @@ from psycopg import sql
 
 from tests.contrib.flask_app import create_app, publish, venturi
 from tests.support import wait_until
-from venturi import ConfigurationError, JobStatus
+from venturi import ConfigurationError, JobContext, JobStatus
 from venturi import models as venturi_models
 from venturi.contrib.flask import FlaskSettings, Venturi
 
@@ -295,7 +295,6 @@ def test_a_transactional_job_writes_through_a_session_on_its_transaction(
 ) -> None:
     from sqlalchemy import text
 
-    from venturi import JobContext
     from venturi.contrib.sqlalchemy import session_for
 
     kind = f"txn.{app.config['VENTURI_PREFIX']}"
@@ -318,3 +317,19 @@ def test_a_transactional_job_writes_through_a_session_on_its_transaction(
     assert [e.outcome for e in queue.journal(kept)] == ["completed"]
     assert [e.outcome for e in queue.journal(refused)] == ["retried"]
     assert _notes(database_dsn, notes_table) == [("kept", False)]
+
+
+def test_enqueue_after_and_enqueue_and_wait_on_the_extension(app: Flask) -> None:
+    kind = f"sum.{app.config['VENTURI_PREFIX']}"
+
+    @venturi.job(kind, context=True)
+    def total(ctx: JobContext, n: int) -> int:
+        return n + int(sum(ctx.parents.values()))
+
+    with app.app_context():
+        first = venturi.enqueue(kind, {"n": 1})
+        second = venturi.enqueue(kind, {"n": 2}, after=[first])
+        queue = venturi.queue_for(app)
+        assert queue.get(second).status == "waiting"  # type: ignore[union-attr]
+        assert queue.drain() == 2
+        assert venturi.result(second, timeout=10) == 3

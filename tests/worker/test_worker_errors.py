@@ -109,7 +109,7 @@ def test_a_fatal_error_stops_the_worker_and_run_raises(
 
     def drop_tables() -> None:
         wait_until(lambda: worker.healthy, timeout=WAIT, what="the worker to start")
-        probe.rows("DROP TABLE {journal}, {jobs}")
+        probe.rows("DROP TABLE {journal}, {jobs} CASCADE")
         dropped.set()
 
     threading.Thread(target=drop_tables, daemon=True).start()

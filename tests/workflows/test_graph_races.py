@@ -175,3 +175,4 @@ def test_sigkilled_workers_in_a_thousand_job_graph_leave_none_stuck_or_early(
         fleet.spawn(wait=False, lease=1.0, concurrency=4)
     wait_until(lambda: done() == 1000, 300, 0.1, "the whole graph to complete")
     assert graph_violations(probe) == []
+    assert probe.count("journal", "outcome = 'recovered'") >= 1, "no kill hit a running job"
