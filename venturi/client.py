@@ -32,9 +32,9 @@ from venturi.models import (
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.registry import JobDefinition, JobFunction, JobOptions
-from venturi.retention import DEFAULT_RETENTION, RETENTION_SCHEDULE, Retention
+from venturi.retention import DEFAULT_RETENTION, Retention
 from venturi.schedule_registry import ScheduleRegistry
-from venturi.schedules import Schedule, ScheduleInfo
+from venturi.schedules import Schedule
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.protocol import Store
 from venturi.worker.draining import drain
@@ -43,6 +43,7 @@ from venturi.workflows import Results
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
 DEFAULT_PREFIX = "venturi"
 
 
@@ -131,6 +132,7 @@ class Queue(ScheduleRegistry, KindControl, Results):
             )
 
     # -- registration -----------------------------------------------------------------
+
     def job(
         self,
         kind: str,
@@ -159,6 +161,7 @@ class Queue(ScheduleRegistry, KindControl, Results):
         return register
 
     # -- enqueue ----------------------------------------------------------------------
+
     def new_job(
         self,
         kind: str,
@@ -239,6 +242,7 @@ class Queue(ScheduleRegistry, KindControl, Results):
         return self.store.enqueue_many(list(jobs), conn=conn)
 
     # -- inspection and housekeeping ----------------------------------------------------
+
     def migrate(self) -> list[str]:
         """Create or upgrade this prefix's tables; returns the migrations applied."""
         self._check_process()
@@ -303,26 +307,6 @@ class Queue(ScheduleRegistry, KindControl, Results):
         self._check_process()
         return self.store.requeue(job_id)
 
-    def schedule_rows(self) -> list[ScheduleInfo]:
-        """Every schedule row of this prefix (inactive ones too), as `venturi schedules`."""
-        self._check_process()
-        return self.store.schedules()
-
-    def trigger(self, name: str) -> ULID:
-        """Enqueue one run of schedule ``name`` now, outside its slot bookkeeping (keyed
-        as the schedule registered on this queue keys its jobs)."""
-        self._check_process()
-        if name == RETENTION_SCHEDULE:
-            raise ConfigurationError(
-                f"{name!r} prunes inside the workers and enqueues no job; run `venturi cleanup` "
-                "for a one-off prune"
-            )
-        known = self.schedules.get(name)
-        job_id = self.store.trigger_schedule(name, None if known is None else known.concurrency_key)
-        if job_id is None:
-            raise ConfigurationError(f"no schedule named {name!r} in prefix {self.prefix!r}")
-        return job_id
-
     def requeue_dead(self, kind: str | None = None) -> int:
         """Put every dead job (of ``kind``) back in line; returns how many went back.
 
@@ -332,6 +316,7 @@ class Queue(ScheduleRegistry, KindControl, Results):
         return self.store.requeue_dead(kind, note="requeued with all dead jobs")
 
     # -- working ----------------------------------------------------------------------
+
     def worker(
         self,
         kinds: Sequence[str] | None = None,

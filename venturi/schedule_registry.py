@@ -7,11 +7,22 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, Unpack, cast
 
+from ulid import ULID
+
 from venturi.durations import Duration
 from venturi.errors import ConfigurationError, InvalidJob, UnknownKind
 from venturi.models import validate_concurrency_key
 from venturi.registry import EnqueueTarget, JobDefinition, JobFunction, JobOptions
-from venturi.schedules import DEFAULT_MAX_CATCH_UP, SLOT_PARAMETER, CatchUp, Schedule, timing_of
+from venturi.retention import RETENTION_SCHEDULE
+from venturi.schedules import (
+    DEFAULT_MAX_CATCH_UP,
+    SLOT_PARAMETER,
+    CatchUp,
+    Schedule,
+    ScheduleInfo,
+    timing_of,
+)
+from venturi.store.protocol import Store
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -79,11 +90,37 @@ def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
 
 
 class ScheduleRegistry:
-    """`Queue`'s schedule registration (a mixin over its job registry)."""
+    """`Queue`'s schedules: registering them (a mixin over its job registry), reading
+    their rows and triggering one."""
 
     definitions: dict[str, JobDefinition]
     schedules: dict[str, Schedule]
     _lock: threading.Lock
+    store: Store
+    # `Queue._check_process`: raises `ForkedError` in a child of the queue's process.
+    _check_process: Callable[[], None]
+
+    def schedule_rows(self) -> list[ScheduleInfo]:
+        """Every schedule row of this prefix (inactive ones too), as `venturi schedules`."""
+        self._check_process()
+        return self.store.schedules()
+
+    def trigger(self, name: str) -> ULID:
+        """Enqueue one run of schedule ``name`` now, outside its slot bookkeeping (keyed
+        as the schedule registered on this queue keys its jobs)."""
+        self._check_process()
+        if name == RETENTION_SCHEDULE:
+            raise ConfigurationError(
+                f"{name!r} prunes inside the workers and enqueues no job; run `venturi cleanup` "
+                "for a one-off prune"
+            )
+        known = self.schedules.get(name)
+        job_id = self.store.trigger_schedule(name, None if known is None else known.concurrency_key)
+        if job_id is None:
+            raise ConfigurationError(
+                f"no schedule named {name!r} in prefix {self.store.prefix.name!r}"
+            )
+        return job_id
 
     def periodic(
         self,

@@ -78,6 +78,13 @@ class Housekeeping:
             return first_line(exc)
         return f"all {self.pool.max_size} pooled connections were busy"
 
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection in an open transaction (commits when the block ends, rolls
+        back if it raises)."""
+        with self.connection() as conn, conn.transaction():
+            yield conn
+
     def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self.connection() as conn:
             return run_statement(conn, sqlfiles.query(name, self.prefix), params)

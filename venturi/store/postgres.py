@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -327,11 +326,6 @@ class PostgresStore(FlowControl, Scheduling, Dependencies):
             return BUSY if outcome.busy else claim.job_id in outcome.applied
 
         return while_busy(attempt)
-
-    @contextmanager
-    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        with self.connection() as conn, conn.transaction():
-            yield conn
 
     def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome:
         if not leases:
