@@ -211,3 +211,19 @@ def test_a_fatal_database_error_fails_the_worker_at_once(
     assert seen.restarts == []
     [failure] = seen.failures
     assert isinstance(failure, SchemaError)
+
+
+def test_all_running_only_once_every_thread_started_and_while_none_ended() -> None:
+    supervisor = supervision.Supervisor(lambda exc: None, lambda name: None, threading.Event())
+    assert not supervisor.all_running()  # no threads yet
+    release = threading.Event()
+    first = supervisor.thread("venturi-first", release.wait)
+    second = supervisor.thread("venturi-second", release.wait)
+    first.start()
+    assert not supervisor.all_running()  # the second is built but not started
+    second.start()
+    assert supervisor.all_running()
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert not supervisor.all_running()

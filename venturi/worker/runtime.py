@@ -152,9 +152,11 @@ class Worker:
 
     @property
     def healthy(self) -> bool:
-        """Running, not failed, and every one of its threads alive."""
+        """Running, not failed, and every one of its threads started and alive."""
         return (
-            self._state is _State.RUNNING and self.failure is None and not self._supervisor.dead()
+            self._state is _State.RUNNING
+            and self.failure is None
+            and self._supervisor.all_running()
         )
 
     @property

@@ -50,6 +50,10 @@ class Supervisor:
         """Names of started threads that are no longer running."""
         return [t.name for t in self.threads if t.ident is not None and not t.is_alive()]
 
+    def all_running(self) -> bool:
+        """Every thread started (none is still waiting for its start) and none ended."""
+        return bool(self.threads) and all(t.is_alive() for t in self.threads)
+
     def _supervise(self, name: str, body: Callable[[], object]) -> None:
         restarts: collections.deque[float] = collections.deque()
         while True:
