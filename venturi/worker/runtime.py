@@ -153,11 +153,8 @@ class Worker:
     @property
     def healthy(self) -> bool:
         """Running, not failed, and every one of its threads started and alive."""
-        return (
-            self._state is _State.RUNNING
-            and self.failure is None
-            and self._supervisor.all_running()
-        )
+        running = self._state is _State.RUNNING and self.failure is None
+        return running and self._supervisor.all_running()
 
     @property
     def notifier(self) -> Notifier | None:
