@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
+import signal
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
@@ -12,6 +14,9 @@ from ulid import ULID
 import venturi
 from tests.support import ledger, wait_until
 from venturi.store.postgres import PostgresStore
+
+if TYPE_CHECKING:
+    from tests.support.fleet import Fleet
 
 
 def prepare(dsn: str, prefix: str, **queue_options: Any) -> venturi.Queue:
@@ -110,3 +115,21 @@ def start_latency(
         return ((rows[0][4] - enqueued).total_seconds(),) if rows else None
 
     return wait_until(started, timeout, what=f"job {job_id} to start")[0]
+
+
+def kill_during_the_run(
+    fleet: Fleet, watch: Watch, rng: random.Random, jobs: int, kills: int
+) -> dict[str, datetime]:
+    """SIGKILL a random worker ``kills`` times, paced by the completions of ``jobs`` so all
+    land mid-run, each replaced at once; returns the database time of each kill by worker
+    name."""
+    killed: dict[str, datetime] = {}
+    for number in range(1, kills + 1):
+        target = jobs * number // (kills + 2)
+        wait_until(lambda t=target: watch.count("completed") >= t, 120, 0.05, "progress")  # type: ignore[misc]
+        victim = rng.choice(fleet.alive)
+        killed[victim.name] = watch.clock()
+        victim.signal(signal.SIGKILL)
+        victim.wait_exit(30)
+        fleet.spawn(wait=False)
+    return killed

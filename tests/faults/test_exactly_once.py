@@ -17,7 +17,7 @@ from ulid import ULID
 
 import venturi
 from tests.faults import effects, invariants
-from tests.faults.scenario import Watch, prepare
+from tests.faults.scenario import Watch, kill_during_the_run, prepare
 from tests.faults.server import ThrowawayServer
 from tests.support import ledger, wait_until
 from tests.support.fleet import Fleet, WorkerProcess
@@ -37,21 +37,6 @@ def _enqueue(queue: venturi.Queue, count: int, **payload: object) -> list[ULID]:
     return ids
 
 
-def _kill_during_the_run(fleet: Fleet, watch: Watch, rng: random.Random) -> set[str]:
-    """SIGKILL a random worker KILLS times, paced by progress so all land mid-run, each
-    replaced at once; returns the killed workers' names."""
-    killed: set[str] = set()
-    for number in range(1, KILLS + 1):
-        target = JOBS * number // (KILLS + 2)
-        wait_until(lambda t=target: watch.count("completed") >= t, 120, 0.05, "progress")  # type: ignore[misc]
-        victim = rng.choice(fleet.alive)
-        killed.add(victim.name)
-        victim.signal(signal.SIGKILL)
-        victim.wait_exit(30)
-        fleet.spawn(wait=False)
-    return killed
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sigkilled_workers_never_commit_an_effect_twice(
@@ -67,7 +52,7 @@ def test_sigkilled_workers_never_commit_an_effect_twice(
     seed = int(os.environ.get("VENTURI_FAULT_SEED", str(time.time_ns() % 100_000)))
     watch = Watch(dsn, own_prefix)
     began = time.monotonic()
-    killed = _kill_during_the_run(fleet, watch, random.Random(seed))
+    killed = kill_during_the_run(fleet, watch, random.Random(seed), JOBS, KILLS)
     assert watch.unfinished() > 0, "the run ended before the last kill; use more jobs"
     wait_until(lambda: watch.unfinished() == 0, 300, 0.2, "every job to be settled")
     elapsed = time.monotonic() - began

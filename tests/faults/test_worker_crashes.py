@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -13,7 +12,7 @@ import pytest
 from psycopg import sql
 
 from tests.faults import invariants
-from tests.faults.scenario import Watch, enqueue_work, prepare
+from tests.faults.scenario import Watch, enqueue_work, kill_during_the_run, prepare
 from tests.faults.server import ThrowawayServer
 from tests.support import wait_until
 from tests.support.fleet import Fleet
@@ -40,21 +39,6 @@ def _recovery_latencies(watch: Watch, prefix: str, kills: dict[str, datetime]) -
     return latencies
 
 
-def _kill_during_the_run(fleet: Fleet, watch: Watch, rng: random.Random) -> dict[str, datetime]:
-    """SIGKILL a random worker KILLS times, paced by progress so all land mid-run, each
-    replaced at once; returns the database time of each kill by worker name."""
-    kills: dict[str, datetime] = {}
-    for number in range(1, KILLS + 1):
-        target = JOBS * number // (KILLS + 2)
-        wait_until(lambda t=target: watch.count("completed") >= t, 120, 0.05, "progress")  # type: ignore[misc]
-        victim = rng.choice(fleet.alive)
-        kills[victim.name] = watch.clock()
-        victim.signal(signal.SIGKILL)
-        victim.wait_exit(30)
-        fleet.spawn(wait=False)
-    return kills
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sigkill_random_workers_during_a_run(
@@ -70,7 +54,7 @@ def test_sigkill_random_workers_during_a_run(
     seed = int(os.environ.get("VENTURI_FAULT_SEED", str(time.time_ns() % 100_000)))
     watch = Watch(dsn, own_prefix)
     began = time.monotonic()
-    kills = _kill_during_the_run(fleet, watch, random.Random(seed))
+    kills = kill_during_the_run(fleet, watch, random.Random(seed), JOBS, KILLS)
     assert watch.unfinished() > 0, "the run ended before the last kill; use more jobs"
     wait_until(lambda: watch.unfinished() == 0, 300, 0.2, "every job to be settled")
     elapsed = time.monotonic() - began
