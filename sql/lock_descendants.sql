@@ -2,16 +2,7 @@
 -- their cancelled children, ...) and every parent of theirs, so no parent finishes while
 -- requeue_descendants counts what each child still waits for.
 -- Parameters: id (the requeued job). Returns: the locked ids.
-WITH RECURSIVE tree (id) AS (
-    SELECT d.child_id
-    FROM {deps} AS d JOIN {jobs} AS j ON j.id = d.child_id AND j.status = 'cancelled'
-    WHERE d.parent_id = %(id)s
-    UNION
-    SELECT d.child_id
-    FROM tree AS t
-    JOIN {deps} AS d ON d.parent_id = t.id
-    JOIN {jobs} AS j ON j.id = d.child_id AND j.status = 'cancelled'
-)
+WITH RECURSIVE {cancelled_descendants}
 SELECT j.id
 FROM {jobs} AS j
 WHERE j.id IN (SELECT id FROM tree)

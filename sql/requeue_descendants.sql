@@ -3,16 +3,7 @@
 -- those parents' edges open again; journals each as requeued. Runs after lock_descendants
 -- in the same transaction.
 -- Parameters: id (the requeued job), note. Returns: one row per job requeued.
-WITH RECURSIVE tree (id) AS (
-    SELECT d.child_id
-    FROM {deps} AS d JOIN {jobs} AS j ON j.id = d.child_id AND j.status = 'cancelled'
-    WHERE d.parent_id = %(id)s
-    UNION
-    SELECT d.child_id
-    FROM tree AS t
-    JOIN {deps} AS d ON d.parent_id = t.id
-    JOIN {jobs} AS j ON j.id = d.child_id AND j.status = 'cancelled'
-),
+WITH RECURSIVE {cancelled_descendants},
 reopened AS (
     UPDATE {deps} AS d
     SET open = true
