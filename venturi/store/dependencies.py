@@ -15,6 +15,7 @@ from ulid import ULID
 from venturi.errors import InvalidJob
 from venturi.models import JobId, JobRecord, JobStatus, NewJob, to_uuid
 from venturi.store import sqlfiles
+from venturi.store.enqueueing import new_job_params
 from venturi.store.housekeeping import Housekeeping
 from venturi.store.statements import run_read
 
@@ -145,15 +146,7 @@ def _graph_params(
 ) -> dict[str, Any]:
     parents = {p for p, _, _ in plan.edges}
     return {
-        "ids": [i.to_uuid() for i in ids],
-        "kinds": [j.kind for j in jobs],
-        "payloads": [j.payload_json for j in jobs],
-        "priorities": [j.priority for j in jobs],
-        "delays": [j.delay_seconds for j in jobs],
-        "ats": [j.at for j in jobs],
-        "max_attempts": [j.max_attempts for j in jobs],
-        "concurrency_keys": [j.concurrency_key for j in jobs],
-        "trace_contexts": [j.trace_context_json for j in jobs],
+        **new_job_params(ids, jobs),
         "statuses": plan.statuses,
         "parents_left": plan.parents_left,
         "on_parent_failures": ["run" if j.on_parent_failure == "run" else None for j in jobs],

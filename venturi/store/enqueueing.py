@@ -155,17 +155,7 @@ class Enqueuer:
             self._check_size(job)
         if not jobs:
             return []
-        params = {
-            "ids": [i.to_uuid() for i, _ in plain],
-            "kinds": [j.kind for _, j in plain],
-            "payloads": [j.payload_json for _, j in plain],
-            "priorities": [j.priority for _, j in plain],
-            "delays": [j.delay_seconds for _, j in plain],
-            "ats": [j.at for _, j in plain],
-            "max_attempts": [j.max_attempts for _, j in plain],
-            "concurrency_keys": [j.concurrency_key for _, j in plain],
-            "trace_contexts": [j.trace_context_json for _, j in plain],
-        }
+        params = new_job_params([i for i, _ in plain], [j for _, j in plain])
         if not deduped:
             self._first_row(conn, "enqueue_many", params)
             return list(ids)
@@ -178,3 +168,19 @@ class Enqueuer:
                 if job.dedup_key is not None:
                     result[index] = self.enqueue(conn, job, ids[index])
             return result
+
+
+def new_job_params(ids: Sequence[ULID], jobs: Sequence[NewJob]) -> dict[str, Any]:
+    """The column arrays of ``jobs`` written under ``ids``, as the statements that insert
+    new jobs (enqueue_many.sql, enqueue_graph.sql) take them."""
+    return {
+        "ids": [i.to_uuid() for i in ids],
+        "kinds": [j.kind for j in jobs],
+        "payloads": [j.payload_json for j in jobs],
+        "priorities": [j.priority for j in jobs],
+        "delays": [j.delay_seconds for j in jobs],
+        "ats": [j.at for j in jobs],
+        "max_attempts": [j.max_attempts for j in jobs],
+        "concurrency_keys": [j.concurrency_key for j in jobs],
+        "trace_contexts": [j.trace_context_json for j in jobs],
+    }
