@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support import Probe, ledger, wait_until
-from tests.support.fleet import Fleet
+from tests.support.fleet import Fleet, WorkerProcess
 from tests.workflows.invariants import graph_violations
 from venturi import Queue, Worker
 from venturi.settlements import Claim, Settlement
@@ -159,7 +159,7 @@ def test_sigkilled_workers_in_a_thousand_job_graph_leave_none_stuck_or_early(
                 parents = rng.sample(layers[-1], 2) if layers else []
                 if depth > 1 and rng.random() < 0.3:
                     parents.append(rng.choice(layers[rng.randrange(depth - 1)]))
-                layer.append(wf.add_with(ledger.WORK_KIND, {"ms": 5}, after=parents))
+                layer.append(wf.add_with(ledger.WORK_KIND, {"ms": 30}, after=parents))
             layers.append(layer)
     for _ in range(3):
         fleet.spawn(lease=1.0, concurrency=4)
@@ -167,9 +167,16 @@ def test_sigkilled_workers_in_a_thousand_job_graph_leave_none_stuck_or_early(
     def done() -> int:
         return probe.count("jobs", "status = 'completed'")
 
+    def holding() -> list[WorkerProcess]:
+        """The live workers holding a claimed job now (a kill of one is a kill mid-run)."""
+        held = {
+            row[0] for row in probe.rows("SELECT claimed_by FROM {jobs} WHERE status = 'claimed'")
+        }
+        return [worker for worker in fleet.alive if worker.name in held]
+
     for number in range(1, 4):
         wait_until(lambda n=number: done() >= 250 * n, 240, 0.05, "progress")  # type: ignore[misc]
-        victim = rng.choice(fleet.alive)
+        victim = rng.choice(wait_until(holding, 60, 0.005, "a worker holding a claimed job"))
         victim.signal(signal.SIGKILL)
         victim.wait_exit(30)
         fleet.spawn(wait=False, lease=1.0, concurrency=4)
