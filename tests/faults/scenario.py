@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import random
 import signal
+import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import psycopg
 from psycopg import sql
 from ulid import ULID
@@ -27,11 +31,13 @@ def prepare(dsn: str, prefix: str, **queue_options: Any) -> venturi.Queue:
     return queue
 
 
-def enqueue_work(queue: venturi.Queue, count: int, **payload: Any) -> list[ULID]:
-    """``count`` ledger jobs in batches of 500."""
+def enqueue_work(
+    queue: venturi.Queue, count: int, kind: str = ledger.WORK_KIND, **payload: Any
+) -> list[ULID]:
+    """``count`` ledger jobs (of ``kind``) in batches of 500."""
     ids: list[ULID] = []
     for start in range(0, count, 500):
-        batch = [venturi.NewJob(ledger.WORK_KIND, payload) for _ in range(min(500, count - start))]
+        batch = [venturi.NewJob(kind, payload) for _ in range(min(500, count - start))]
         ids += queue.enqueue_many(batch)
     return ids
 
@@ -117,12 +123,44 @@ def start_latency(
     return wait_until(started, timeout, what=f"job {job_id} to start")[0]
 
 
-def kill_during_the_run(
-    fleet: Fleet, watch: Watch, rng: random.Random, jobs: int, kills: int
-) -> dict[str, datetime]:
-    """SIGKILL a random worker ``kills`` times, paced by the completions of ``jobs`` so all
-    land mid-run, each replaced at once; returns the database time of each kill by worker
-    name."""
+@attrs.frozen
+class SigkillRun:
+    """What `run_under_sigkills` saw: the jobs, the seed, each kill's database time by
+    worker name, how long the run took, and the still open `Watch` (the caller closes it)."""
+
+    ids: list[ULID]
+    seed: int
+    kills: dict[str, datetime]
+    elapsed: float
+    watch: Watch
+
+
+def run_under_sigkills(
+    dsn: str,
+    prefix: str,
+    make_fleet: Callable[..., Fleet],
+    *,
+    kind: str,
+    jobs: int,
+    kills: int,
+    workers: int,
+    lease: float,
+    reaper_interval: float,
+) -> SigkillRun:
+    """``jobs`` ledger jobs of ``kind`` (15 ms each) drained by ``workers`` processes at
+    concurrency 4, one SIGKILLed ``kills`` times at random (seed ``VENTURI_FAULT_SEED``),
+    paced by progress so all land mid-run, each replaced at once; returns once every job
+    is settled."""
+    queue = prepare(dsn, prefix)
+    ids = enqueue_work(queue, jobs, kind, ms=15, cooperative=False)
+    queue.close()
+    fleet = make_fleet(dsn, prefix, lease=lease, reaper_interval=reaper_interval, concurrency=4)
+    for _ in range(workers):
+        fleet.spawn()
+    seed = int(os.environ.get("VENTURI_FAULT_SEED", str(time.time_ns() % 100_000)))
+    rng = random.Random(seed)
+    watch = Watch(dsn, prefix)
+    began = time.monotonic()
     killed: dict[str, datetime] = {}
     for number in range(1, kills + 1):
         target = jobs * number // (kills + 2)
@@ -132,4 +170,6 @@ def kill_during_the_run(
         victim.signal(signal.SIGKILL)
         victim.wait_exit(30)
         fleet.spawn(wait=False)
-    return killed
+    assert watch.unfinished() > 0, "the run ended before the last kill; use more jobs"
+    wait_until(lambda: watch.unfinished() == 0, 300, 0.2, "every job to be settled")
+    return SigkillRun(ids, seed, killed, time.monotonic() - began, watch)

@@ -6,18 +6,14 @@ once); the effects must show exactly one row per completed job."""
 from __future__ import annotations
 
 import os
-import random
 import signal
-import time
 from collections.abc import Callable
 
 import pytest
 from psycopg import sql
-from ulid import ULID
 
-import venturi
 from tests.faults import effects, invariants
-from tests.faults.scenario import Watch, kill_during_the_run, prepare
+from tests.faults.scenario import Watch, prepare, run_under_sigkills
 from tests.faults.server import ThrowawayServer
 from tests.support import ledger, wait_until
 from tests.support.fleet import Fleet, WorkerProcess
@@ -29,33 +25,24 @@ LEASE = 3.0
 REAPER_INTERVAL = 0.5
 
 
-def _enqueue(queue: venturi.Queue, count: int, **payload: object) -> list[ULID]:
-    ids: list[ULID] = []
-    for start in range(0, count, 500):
-        size = min(500, count - start)
-        ids += queue.enqueue_many([venturi.NewJob(ledger.TXN_KIND, payload) for _ in range(size)])
-    return ids
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sigkilled_workers_never_commit_an_effect_twice(
     own_server: ThrowawayServer, own_prefix: str, make_fleet: Callable[..., Fleet]
 ) -> None:
     dsn = own_server.dsn
-    queue = prepare(dsn, own_prefix)
-    ids = _enqueue(queue, JOBS, ms=15, cooperative=False)
-    queue.close()
-    fleet = make_fleet(dsn, own_prefix, lease=LEASE, reaper_interval=REAPER_INTERVAL, concurrency=4)
-    for _ in range(WORKERS):
-        fleet.spawn()
-    seed = int(os.environ.get("VENTURI_FAULT_SEED", str(time.time_ns() % 100_000)))
-    watch = Watch(dsn, own_prefix)
-    began = time.monotonic()
-    killed = kill_during_the_run(fleet, watch, random.Random(seed), JOBS, KILLS)
-    assert watch.unfinished() > 0, "the run ended before the last kill; use more jobs"
-    wait_until(lambda: watch.unfinished() == 0, 300, 0.2, "every job to be settled")
-    elapsed = time.monotonic() - began
+    run = run_under_sigkills(
+        dsn,
+        own_prefix,
+        make_fleet,
+        kind=ledger.TXN_KIND,
+        jobs=JOBS,
+        kills=KILLS,
+        workers=WORKERS,
+        lease=LEASE,
+        reaper_interval=REAPER_INTERVAL,
+    )
+    ids, seed, killed, elapsed, watch = run.ids, run.seed, run.kills, run.elapsed, run.watch
     figures = invariants.check(dsn, own_prefix, ids, stale_after=LEASE + REAPER_INTERVAL + 5)
     effect_figures = effects.check(dsn, own_prefix)
     killed_executions = sum(1 for row in watch.executions() if row[2] in killed)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
-import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -12,9 +10,9 @@ import pytest
 from psycopg import sql
 
 from tests.faults import invariants
-from tests.faults.scenario import Watch, enqueue_work, kill_during_the_run, prepare
+from tests.faults.scenario import Watch, run_under_sigkills
 from tests.faults.server import ThrowawayServer
-from tests.support import wait_until
+from tests.support import ledger
 from tests.support.fleet import Fleet
 
 JOBS = int(os.environ.get("VENTURI_FAULT_JOBS", "5000"))
@@ -45,19 +43,18 @@ def test_sigkill_random_workers_during_a_run(
     own_server: ThrowawayServer, own_prefix: str, make_fleet: Callable[..., Fleet]
 ) -> None:
     dsn = own_server.dsn
-    queue = prepare(dsn, own_prefix)
-    ids = enqueue_work(queue, JOBS, ms=15, cooperative=False)
-    queue.close()
-    fleet = make_fleet(dsn, own_prefix, lease=LEASE, reaper_interval=REAPER_INTERVAL, concurrency=4)
-    for _ in range(WORKERS):
-        fleet.spawn()
-    seed = int(os.environ.get("VENTURI_FAULT_SEED", str(time.time_ns() % 100_000)))
-    watch = Watch(dsn, own_prefix)
-    began = time.monotonic()
-    kills = kill_during_the_run(fleet, watch, random.Random(seed), JOBS, KILLS)
-    assert watch.unfinished() > 0, "the run ended before the last kill; use more jobs"
-    wait_until(lambda: watch.unfinished() == 0, 300, 0.2, "every job to be settled")
-    elapsed = time.monotonic() - began
+    run = run_under_sigkills(
+        dsn,
+        own_prefix,
+        make_fleet,
+        kind=ledger.WORK_KIND,
+        jobs=JOBS,
+        kills=KILLS,
+        workers=WORKERS,
+        lease=LEASE,
+        reaper_interval=REAPER_INTERVAL,
+    )
+    ids, seed, kills, elapsed, watch = run.ids, run.seed, run.kills, run.elapsed, run.watch
     figures = invariants.check(dsn, own_prefix, ids, stale_after=LEASE + REAPER_INTERVAL + 5)
     latencies = _recovery_latencies(watch, own_prefix, kills)
     killed_executions = sum(1 for row in watch.executions() if row[2] in kills)

@@ -113,9 +113,7 @@ class HandlerLoop:
             # shrink the pool; it is the handler's failure like any exception.
             settlement = failed(held.definition, held.ctx, exc)
         self.held.mark_ended(held)
-        # A transactional run's completion is written (or fenced) already, in its own
-        # transaction: there is no completion left to pass a place on with.
-        if not held.definition.transactional and self.passing.wanted(held, settlement):
+        if self.passing.wanted(held, settlement):
             return self.passing.finish(held, settlement, time.monotonic() - taken)
         self.dispatcher.slot_freed(time.monotonic() - taken)
         if committed is Committed.COMPLETED:

@@ -42,18 +42,22 @@ class PlacePassing:
     stopping: threading.Event
 
     def wanted(self, held: HeldJob, settlement: Settlement) -> bool:
-        """Whether this run's end may pass its place on: a completion of a kind with a
-        global concurrency and no other limit, while the worker is not stopping. (A key
-        limit frees a place of one key, a rate none; their claims must take the kind's
-        turn, and those kinds keep batched completions.)
+        """Whether this run's end may pass its place on: a completion still to be written
+        (not a transactional run's) of a kind with a global concurrency and no other limit,
+        while the worker is not stopping. (A key limit frees a place of one key, a rate
+        none; their claims must take the kind's turn, and those kinds keep batched
+        completions.)
 
         Only while no claimed job waits for a handler thread and, for a worker of more
         kinds, a slot is free for the dispatcher: a thread that kept passing places on
         must not keep other kinds' jobs (of a higher priority, say) from every slot."""
         kind = held.job.kind
         dispatcher = self.dispatcher
+        # A transactional run's completion is written (or fenced) already, in its own
+        # transaction: no completion is left to pass a place on with.
         return (
             settlement.action is SettleAction.COMPLETE
+            and not held.definition.transactional
             and kind in dispatcher.flow.passed
             and not self.stopping.is_set()
             and self.ready.empty()

@@ -187,15 +187,20 @@ def test_manage_py_venturi_runs_the_cli_on_the_projects_queue(
     assert _forwarded(["--settings", "x", "stats", "--pythonpath=/p", "-h"]) == ["stats", "-h"]
 
 
-def test_manage_py_venturi_worker_runs_jobs_in_its_own_process(
-    queue: Queue, orders_table: str, database_dsn: str, prefix: str
-) -> None:
-    env = {
+def _shop_env(database_dsn: str, orders_table: str, prefix: str) -> dict[str, str]:
+    """The environment a ``manage.py`` process of the test shop reads its database from."""
+    return {
         **os.environ,
         "SHOP_DSN": database_dsn,
         "SHOP_TABLE": orders_table,
         "SHOP_PREFIX": prefix,
     }
+
+
+def test_manage_py_venturi_worker_runs_jobs_in_its_own_process(
+    queue: Queue, orders_table: str, database_dsn: str, prefix: str
+) -> None:
+    env = _shop_env(database_dsn, orders_table, prefix)
     worker = subprocess.Popen(
         [sys.executable, str(MANAGE), "venturi", "worker", "--concurrency", "2"],
         env=env,
@@ -217,12 +222,7 @@ def test_manage_py_venturi_worker_runs_jobs_in_its_own_process(
 def test_manage_py_venturi_worker_runs_a_group_of_worker_processes(
     queue: Queue, orders_table: str, database_dsn: str, prefix: str
 ) -> None:
-    env = {
-        **os.environ,
-        "SHOP_DSN": database_dsn,
-        "SHOP_TABLE": orders_table,
-        "SHOP_PREFIX": prefix,
-    }
+    env = _shop_env(database_dsn, orders_table, prefix)
     group = subprocess.Popen(
         [
             sys.executable,
