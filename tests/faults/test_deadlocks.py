@@ -9,6 +9,7 @@ counts both the deadlocks and the lock waits of every run.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import LiteralString
@@ -24,7 +25,9 @@ from tests.faults.server import ThrowawayServer
 from tests.support import drop_prefix, fresh_prefix, ledger, wait_until
 from tests.support.fleet import Fleet
 
-RUNS = 5
+# Two runs in CI; the README's figures are from VENTURI_DEADLOCK_RUNS=5 (before the fix,
+# 4 runs of 5 left claims stuck, so two runs catch that 24 times in 25).
+RUNS = int(os.environ.get("VENTURI_DEADLOCK_RUNS", "2"))
 PROCESSES = 8
 CONCURRENCY = 16
 JOBS = 30_000
