@@ -116,3 +116,21 @@ def redirect(location: str) -> Response:
 
 def plain(status: HTTPStatus, text: str, headers: list[tuple[str, str]] | None = None) -> Response:
     return Response(text.encode(), status, "text/plain; charset=utf-8", headers=list(headers or []))
+
+
+def call_mounted(
+    app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]],
+    environ: dict[str, Any],
+    mount: str,
+    rest: str,
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Run ``app`` for a framework's request, as mounted at ``mount`` with ``rest`` the
+    path below it: (status code, headers, body), for the framework's own response."""
+    inner = {**environ, "SCRIPT_NAME": mount.rstrip("/"), "PATH_INFO": "/" + rest.lstrip("/")}
+    started: list[Any] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], *_: Any) -> None:
+        started.extend([int(status.split(" ", 1)[0]), headers])
+
+    body = b"".join(app(inner, start_response))
+    return started[0], started[1], body
