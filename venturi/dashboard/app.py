@@ -55,9 +55,12 @@ class Dashboard:
         password: str | None = None,
         authorize: Authorize | None = None,
         refresh_seconds: float = 5.0,
+        page_size: int = pages.PAGE_SIZE,
     ) -> None:
         if refresh_seconds <= 0:
             raise ValueError(f"refresh_seconds must be positive, got {refresh_seconds}")
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, got {page_size}")
         if password is not None and not password:
             raise ValueError("password must not be empty (leave it None for no password)")
         self.queue = queue
@@ -65,6 +68,7 @@ class Dashboard:
         self.password = password
         self.authorize = authorize
         self.refresh_seconds = refresh_seconds
+        self.page_size = page_size
         self.csrf = CsrfTokens()
         self.templates = _environment()
 
@@ -104,7 +108,9 @@ class Dashboard:
             template, read = simple[path]
             return self._render(request, template, read(self.queue))
         if path == "/jobs":
-            return self._render(request, "jobs.html", pages.jobs(self.queue, request.query))
+            return self._render(
+                request, "jobs.html", pages.jobs(self.queue, request.query, self.page_size)
+            )
         if path == "/workflows":
             wanted = request.query.get("id", "").strip()
             if wanted:

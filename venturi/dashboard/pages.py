@@ -75,7 +75,7 @@ def _status(value: str | None) -> JobStatus | None:
     return JobStatus(value) if value in STATUSES else None
 
 
-def jobs(queue: Queue, query: Mapping[str, str]) -> dict[str, Any]:
+def jobs(queue: Queue, query: Mapping[str, str], page_size: int = PAGE_SIZE) -> dict[str, Any]:
     """A keyset page of jobs (filtered by kind and status), or the jobs found by id or
     dedup key. ``before`` is the id the previous page ended at."""
     kind = query.get("kind", "").strip() or None
@@ -84,12 +84,12 @@ def jobs(queue: Queue, query: Mapping[str, str]) -> dict[str, Any]:
     records: list[JobRecord]
     page_end = None
     if found:
-        records = _find(queue, found, kind)
+        records = _find(queue, found, kind, page_size)
     else:
         before = query.get("before", "").strip()
         cursor = HistoryCursor(before) if before else None
-        records = queue.store.history(HistoryFilter(kind=kind, status=status), cursor, PAGE_SIZE)
-        if len(records) == PAGE_SIZE:
+        records = queue.store.history(HistoryFilter(kind=kind, status=status), cursor, page_size)
+        if len(records) == page_size:
             page_end = str(records[-1].id)
     return {
         "records": records,
@@ -102,7 +102,7 @@ def jobs(queue: Queue, query: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _find(queue: Queue, text: str, kind: str | None) -> list[JobRecord]:
+def _find(queue: Queue, text: str, kind: str | None, limit: int) -> list[JobRecord]:
     """The job with id ``text`` if it is one, else the jobs holding it as dedup key."""
     try:
         to_uuid(text)
@@ -112,7 +112,7 @@ def _find(queue: Queue, text: str, kind: str | None) -> list[JobRecord]:
         record = queue.get(text)
         if record is not None:
             return [record]
-    return queue.store.jobs_by_dedup_key(text, kind, PAGE_SIZE)
+    return queue.store.jobs_by_dedup_key(text, kind, limit)
 
 
 def job(queue: Queue, job_id: str) -> dict[str, Any] | None:
