@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from ulid import ULID
 from werkzeug.test import Client
 
 from tests.dashboard.scene import Scene
@@ -68,7 +69,7 @@ def test_jobs_page_pages_by_keyset_newest_first(client: Client, scene: Scene) ->
 def test_jobs_page_filters_by_status(client: Client, scene: Scene, status: str) -> None:
     ids = rows_of(client.get(f"/jobs?status={status}").text, "jobs-table")
     assert str(scene.ids[status]) in ids
-    assert all(scene.status(_ulid(i)).value == status for i in ids)
+    assert all(scene.status(ULID.from_str(i)).value == status for i in ids)
 
 
 def test_jobs_page_filters_by_kind_and_status(client: Client, scene: Scene) -> None:
@@ -172,9 +173,3 @@ def test_bad_dashboard_options_are_refused(scene: Scene) -> None:
         Dashboard(scene.queue, page_size=0)
     with pytest.raises(ValueError, match="password"):
         Dashboard(scene.queue, password="")
-
-
-def _ulid(text: str) -> object:
-    from ulid import ULID
-
-    return ULID.from_str(text)
