@@ -330,7 +330,9 @@ def mount_dashboard(
     """Serve the dashboard (`venturi.dashboard`) of the app's queue under ``url_prefix``.
 
     ``authorize`` runs in each request's context (``flask_login.current_user`` and the
-    session are there); False answers 403. Needs ``venturi[dashboard]``.
+    session are there); False answers 403. The app's ``secret_key``, when set, signs the
+    dashboard's CSRF tokens, so every process of the app accepts them. Needs
+    ``venturi[dashboard]``.
     """
     from flask import Response, abort, request
 
@@ -343,7 +345,9 @@ def mount_dashboard(
         if not authorize():
             abort(403)
         if "app" not in dashboards:
-            dashboards["app"] = Dashboard(extension.queue_for(app), read_only=read_only)
+            dashboards["app"] = Dashboard(
+                extension.queue_for(app), read_only=read_only, secret=app.secret_key
+            )
         mount = request.script_root + url_prefix
         status, headers, body = call_mounted(dashboards["app"], request.environ, mount, rest)
         return Response(body, status=status, headers=headers)

@@ -44,7 +44,10 @@ class Dashboard:
     shows every page and refuses every action. ``password``: every request must carry
     it as HTTP Basic credentials (any user name). ``authorize``: called with each
     request's WSGI environ; False answers 403 (the framework integrations check their
-    own users before calling the dashboard instead). Thread-safe.
+    own users before calling the dashboard instead). ``secret`` signs the CSRF tokens:
+    give the application's secret key when several processes serve the dashboard (a
+    token made by one must pass in another); by default each process makes its own.
+    Thread-safe.
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class Dashboard:
         authorize: Authorize | None = None,
         refresh_seconds: float = 5.0,
         page_size: int = pages.PAGE_SIZE,
+        secret: str | bytes | None = None,
     ) -> None:
         if refresh_seconds <= 0:
             raise ValueError(f"refresh_seconds must be positive, got {refresh_seconds}")
@@ -69,7 +73,7 @@ class Dashboard:
         self.authorize = authorize
         self.refresh_seconds = refresh_seconds
         self.page_size = page_size
-        self.csrf = CsrfTokens()
+        self.csrf = CsrfTokens.from_secret(secret)
         self.templates = _environment()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:

@@ -20,8 +20,17 @@ class CsrfTokens:
     both carry the same validly signed token, which another site can neither read nor
     make."""
 
-    def __init__(self, key: bytes | None = None) -> None:
-        self._key = key or secrets.token_bytes(32)
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    @classmethod
+    def from_secret(cls, secret: str | bytes | None) -> CsrfTokens:
+        """Tokens signed with a key derived from ``secret`` (the same in every process
+        given it), or with a random key of this process's own when None."""
+        if secret is None:
+            return cls(secrets.token_bytes(32))
+        raw = secret.encode() if isinstance(secret, str) else secret
+        return cls(hashlib.sha256(b"venturi-dashboard-csrf:" + raw).digest())
 
     def _sign(self, nonce: str) -> str:
         return hmac.new(self._key, nonce.encode(), hashlib.sha256).hexdigest()

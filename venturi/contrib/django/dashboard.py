@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -30,10 +31,22 @@ def allowed(request: HttpRequest, settings: VenturiSettings) -> bool:
 
 
 def _dashboard(settings: VenturiSettings) -> Dashboard:
+    """The project's dashboard, made again when the queue or the settings changed."""
+    queue = get_queue()
     with _lock:
-        if "project" not in _dashboards:
-            _dashboards["project"] = Dashboard(get_queue(), read_only=settings.dashboard_read_only)
-        return _dashboards["project"]
+        current = _dashboards.get("project")
+        if (
+            current is None
+            or current.queue is not queue
+            or current.read_only != settings.dashboard_read_only
+        ):
+            current = Dashboard(
+                queue,
+                read_only=settings.dashboard_read_only,
+                secret=django_settings.SECRET_KEY,
+            )
+            _dashboards["project"] = current
+        return current
 
 
 # The dashboard checks its own CSRF token (a signed double-submit cookie) on every POST;
