@@ -83,6 +83,12 @@ def test_jobs_page_finds_by_id_and_by_dedup_key(client: Client, scene: Scene) ->
     by_key = rows_of(client.get("/jobs?find=invoice:7").text, "jobs-table")
     assert by_key == [str(scene.ids["pending"])]
     assert rows_of(client.get("/jobs?find=nothing-holds-this").text, "jobs-table") == []
+    # A running holder is found too; a finished one only by its id.
+    held = scene.queue.enqueue("report", {"n": 8}, dedup_key="report:8")
+    assert [j.id for j in scene.queue.store.claim("w", {"report": 30.0}, 1)] == [held]
+    assert rows_of(client.get("/jobs?find=report:8").text, "jobs-table") == [str(held)]
+    assert scene.queue.cancel(held)
+    assert rows_of(client.get("/jobs?find=report:8").text, "jobs-table") == []
 
 
 def test_a_bad_cursor_is_a_clear_400(client: Client) -> None:

@@ -103,7 +103,8 @@ def jobs(queue: Queue, query: Mapping[str, str], page_size: int = PAGE_SIZE) -> 
 
 
 def _find(queue: Queue, text: str, kind: str | None, limit: int) -> list[JobRecord]:
-    """The job with id ``text`` if it is one, else the jobs holding it as dedup key."""
+    """The job with id ``text`` if it is one, else the unfinished jobs holding it as
+    dedup key."""
     try:
         to_uuid(text)
     except InvalidJob:

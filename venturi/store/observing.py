@@ -117,7 +117,8 @@ class Observing(Housekeeping):
     def jobs_by_dedup_key(
         self, dedup_key: str, kind: str | None = None, limit: int = 50
     ) -> list[JobRecord]:
-        """The jobs holding ``dedup_key`` (of ``kind``, if given), newest first."""
+        """The unfinished (pending or running) jobs holding ``dedup_key`` (of ``kind``,
+        if given), newest first."""
         params = {"dedup_key": dedup_key, "kind": kind, "limit": limit}
         return [JobRecord.from_row(row) for row in self._fetch("jobs_by_dedup_key", params)]
 
