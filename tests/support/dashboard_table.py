@@ -15,6 +15,7 @@ from typing import Any, LiteralString
 
 import psycopg
 from psycopg import sql
+from ulid import ULID
 from werkzeug.test import Client
 
 import venturi
@@ -111,7 +112,7 @@ def sample_ids(dsn: str, prefix: str) -> dict[str, Any]:
 
         dead = one("status = 'dead'")
         keyed = one("dedup_key IS NOT NULL AND status = 'pending'")
-    return {"dead": venturi.models.ULID.from_uuid(dead[0]), "key": keyed[1]}
+    return {"dead": ULID.from_uuid(dead[0]), "key": keyed[1]}
 
 
 def time_pages(queue: venturi.Queue, ids: dict[str, Any], rounds: int) -> None:
