@@ -56,16 +56,18 @@ class WorkerInfo:
 @attrs.frozen
 class KindOverview:
     """One kind's jobs by status. ``pending`` (due), ``scheduled``, ``claimed`` and the
-    oldest wait are always exact; the others are estimates when ``estimated``."""
+    oldest wait are always exact; the others are estimates when the overview is
+    ``estimated``, and None when too few for the statistics to list (fewer than
+    `Overview.estimate_floor`)."""
 
     kind: str
     pending: int = 0
     scheduled: int = 0
     claimed: int = 0
-    waiting: int = 0
-    completed: int = 0
-    dead: int = 0
-    cancelled: int = 0
+    waiting: int | None = 0
+    completed: int | None = 0
+    dead: int | None = 0
+    cancelled: int | None = 0
     oldest_pending_seconds: float | None = None
     paused: bool = False
 
@@ -73,13 +75,15 @@ class KindOverview:
 @attrs.frozen
 class Overview:
     """Every kind's figures at one moment. ``estimated``: waiting, completed, dead and
-    cancelled come from the planner's statistics (as of ``analyzed_at``), not a count."""
+    cancelled come from the planner's statistics (as of ``analyzed_at``), not a count;
+    a figure the statistics do not list is below ``estimate_floor``, their smallest."""
 
     kinds: tuple[KindOverview, ...]
     taken_at: datetime
     estimated: bool
     table_rows: int
     analyzed_at: datetime | None
+    estimate_floor: int = 0
 
 
 @attrs.frozen

@@ -50,6 +50,10 @@ def test_overview_marks_estimates_on_a_large_table(scene: Scene, database_dsn: s
     assert (mail.pending, mail.scheduled) == (1, 1)
     # From ANALYZE's joint statistics: on a table this small it saw every row.
     assert (mail.completed, mail.dead, mail.cancelled, mail.waiting) == (1, 2, 1, 1)
+    # A combination the statistics do not list is unknown, below the smallest listed.
+    report = {k.kind: k for k in figures.kinds}["report"]
+    assert report.cancelled is None and report.completed is None
+    assert figures.estimate_floor == 1
 
 
 def test_jobs_page_pages_by_keyset_newest_first(client: Client, scene: Scene) -> None:

@@ -73,14 +73,17 @@ class Observing(Housekeeping):
             "table": self.prefix.jobs,
             "statistics": self.prefix.table("jobs_kind_status_stats"),
         }
-        for kind, status, estimate in self._fetch("kind_status_estimates", params):
+        listed = self._fetch("kind_status_estimates", params)
+        for kind, status, estimate in listed:
             if status in _ESTIMATED_STATUSES:
                 figures.setdefault(kind, {})[status] = int(estimate)
+        unlisted = dict.fromkeys(_ESTIMATED_STATUSES)
         kinds = tuple(
-            KindOverview(kind, paused=kind in paused, **values)
+            KindOverview(kind, paused=kind in paused, **{**unlisted, **values})
             for kind, values in sorted(figures.items())
         )
-        return Overview(kinds, taken_at, True, int(rows), analyzed_at)
+        floor = min((int(row[2]) for row in listed), default=0)
+        return Overview(kinds, taken_at, True, int(rows), analyzed_at, floor)
 
     def _exact_overview(self, paused: set[str], rows: int, analyzed_at: Any) -> Overview:
         stats = self._fetch("stats")
