@@ -29,6 +29,7 @@ from venturi.models import (
     OnParentFailure,
     StatsSnapshot,
 )
+from venturi.monitoring import Monitoring
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.registry import JobDefinition, JobFunction, JobOptions
@@ -47,7 +48,7 @@ R = TypeVar("R")
 DEFAULT_PREFIX = "venturi"
 
 
-class Queue(ScheduleRegistry, KindControl, Results):
+class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
     """One queue: a table-name prefix in one PostgreSQL database, and its registered jobs.
 
     Thread-safe; share one per process. Create it after `os.fork()` (a queue used in a

@@ -47,6 +47,9 @@ _SUFFIXES: Final = {
     "deps_child_fkey": "_deps_child_fk",
     "workflow_idx": "_jobs_wf_idx",
     "finish_children": "_finish_children",
+    "workers": "_workers",
+    "workers_pkey": "_workers_pkey",
+    "jobs_kind_status_stats": "_jobs_ks_stats",
 }
 LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX

@@ -44,7 +44,15 @@ def test_migrate_applies_everything_once_then_is_a_no_op(
     store.check_schema()
     assert _tables(database_dsn, prefix) == sorted(
         f"{prefix}{s}"
-        for s in ("_deps", "_jobs", "_journal", "_kinds", "_schedules", "_schema_history")
+        for s in (
+            "_deps",
+            "_jobs",
+            "_journal",
+            "_kinds",
+            "_schedules",
+            "_schema_history",
+            "_workers",
+        )
     )
     probe = Probe(database_dsn, prefix)
     try:
@@ -103,7 +111,7 @@ def test_eight_processes_migrating_one_fresh_prefix_make_one_schema(
         assert probe.rows(
             "SELECT version, count(*) FROM {schema_history} GROUP BY 1 ORDER BY 1"
         ) == [(version, 1) for version, _ in known_migrations()]
-        assert len(_tables(database_dsn, prefix)) == 6
+        assert len(_tables(database_dsn, prefix)) == 7
     finally:
         probe.close()
     print(f"8 processes migrated one prefix in {elapsed:.2f}s after release: one applied, 7 no-ops")
@@ -200,8 +208,9 @@ def test_the_longest_prefix_migrates_with_no_name_truncated(
                 for r in conn.execute(
                     "SELECT relname FROM pg_class WHERE relname LIKE %s"
                     " UNION SELECT conname FROM pg_constraint WHERE conname LIKE %s"
-                    " UNION SELECT proname FROM pg_proc WHERE proname LIKE %s",
-                    (name + "%", name + "%", name + "%"),
+                    " UNION SELECT proname FROM pg_proc WHERE proname LIKE %s"
+                    " UNION SELECT stxname FROM pg_statistic_ext WHERE stxname LIKE %s",
+                    (name + "%", name + "%", name + "%", name + "%"),
                 )
             }
         expected = {

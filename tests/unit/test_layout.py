@@ -11,7 +11,15 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "venturi"
 MAX_LINES = 400
 # Tools and optional dependencies a plain `import venturi` must leave unloaded.
-TOOLS = ("click", "rich", "prometheus_client", "venturi.cli", "venturi.bench")
+TOOLS = (
+    "click",
+    "rich",
+    "prometheus_client",
+    "jinja2",
+    "venturi.cli",
+    "venturi.bench",
+    "venturi.dashboard",
+)
 
 
 def loaded_tools(code: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""The tools (CLI, demo, benchmark) and the framework integrations reach the database
+"""The tools (CLI, demo, benchmark, dashboard) and the framework integrations reach the database
 only through the `Store` protocol: never the SQL loader or the PostgreSQL store's module."""
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ BEHIND_THE_DOOR = frozenset({"venturi.store.sqlfiles", "venturi.store.postgres"}
 
 
 def tool_modules() -> list[Path]:
-    tools = [*PACKAGE.joinpath("cli").rglob("*.py"), *PACKAGE.joinpath("bench").rglob("*.py")]
+    tools = [
+        *PACKAGE.joinpath("cli").rglob("*.py"),
+        *PACKAGE.joinpath("bench").rglob("*.py"),
+        *PACKAGE.joinpath("dashboard").rglob("*.py"),
+    ]
     return sorted([*tools, *PACKAGE.joinpath("contrib").rglob("*.py")])
 
 

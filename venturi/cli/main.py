@@ -8,6 +8,7 @@ import click
 
 from venturi import __version__
 from venturi.cli.admin import admin_commands
+from venturi.cli.dashboard import dashboard_commands
 from venturi.cli.demo_command import demo_command
 from venturi.cli.flow import flow_commands
 from venturi.cli.jobs import job_commands
@@ -106,6 +107,7 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
         *admin_commands(),
         *flow_commands(),
         *schedule_commands(),
+        *dashboard_commands(),
         demo_command(),
     ]:
         group.add_command(command)

@@ -317,3 +317,42 @@ class Venturi:
         state = self._state(app)
         state.stop_worker()
         state.lazy.close()
+
+
+def mount_dashboard(
+    app: Flask,
+    extension: Venturi,
+    *,
+    authorize: Callable[[], bool],
+    url_prefix: str = "/venturi",
+    read_only: bool = False,
+) -> None:
+    """Serve the dashboard (`venturi.dashboard`) of the app's queue under ``url_prefix``.
+
+    ``authorize`` runs in each request's context (``flask_login.current_user`` and the
+    session are there); False answers 403. The app's ``secret_key``, when set, signs the
+    dashboard's CSRF tokens, so every process of the app accepts them. Needs
+    ``venturi[dashboard]``.
+    """
+    from flask import Response, abort, request
+
+    from venturi.dashboard import Dashboard
+    from venturi.dashboard.http import call_mounted
+
+    dashboards: dict[str, Dashboard] = {}
+
+    def view(rest: str = "") -> Response:
+        if not authorize():
+            abort(403)
+        if "app" not in dashboards:
+            dashboards["app"] = Dashboard(
+                extension.queue_for(app), read_only=read_only, secret=app.secret_key
+            )
+        mount = request.script_root + url_prefix
+        status, headers, body = call_mounted(dashboards["app"], request.environ, mount, rest)
+        return Response(body, status=status, headers=headers)
+
+    methods = ["GET", "POST"]
+    endpoint = "venturi_dashboard"
+    app.add_url_rule(f"{url_prefix}/", endpoint, view, methods=methods)
+    app.add_url_rule(f"{url_prefix}/<path:rest>", endpoint, view, methods=methods)

@@ -29,6 +29,7 @@ from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
 from venturi.store.flow import FlowControl, completion_params
 from venturi.store.ids import new_id
+from venturi.store.observing import Observing
 from venturi.store.owned_pools import open_owned
 from venturi.store.scheduling import Scheduling
 from venturi.store.statements import (
@@ -64,7 +65,7 @@ _SETTLE_FILES: Final = {
 
 # A dict-backed class (no slots), so a test may replace one operation of one instance.
 @attrs.define(eq=False, slots=False)
-class PostgresStore(FlowControl, Scheduling, Dependencies):
+class PostgresStore(FlowControl, Scheduling, Dependencies, Observing):
     """The store over a `psycopg_pool.ConnectionPool`, under one table-name prefix.
 
     Built with `from_dsn` (it opens and later closes its own pool) or `from_pool` (it

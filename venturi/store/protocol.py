@@ -23,6 +23,7 @@ from venturi.models import (
     Outcome,
     StatsSnapshot,
 )
+from venturi.observations import DeadGroup, Overview, Throughput, WorkerInfo, WorkerPresence
 from venturi.prefix import Prefix
 from venturi.retention import Retention
 from venturi.schedules import Firing, Schedule, ScheduleInfo, ScheduleState
@@ -270,6 +271,32 @@ class Store(Protocol):
     def prune(self, retention: Retention, stopping: threading.Event) -> dict[str, int] | None:
         """Delete finished jobs past ``retention`` in short batches; None when another
         session is pruning."""
+        ...
+
+    def beat_worker(self, presence: WorkerPresence, running: int) -> None:
+        """Write a worker's heartbeat into the registry (dropping dead workers' rows)."""
+        ...
+
+    def leave_worker(self, name: str) -> None: ...
+
+    def workers(self) -> list[WorkerInfo]:
+        """The registry's live workers, by name."""
+        ...
+
+    def overview(self, exact_below: int = ...) -> Overview:
+        """Each kind's jobs by status; estimated in part on a large table."""
+        ...
+
+    def throughput(self, minutes: int = 60, bucket: int = 5) -> Throughput: ...
+
+    def dead_groups(self, sample: int = 500) -> list[DeadGroup]: ...
+
+    def jobs_by_dedup_key(
+        self, dedup_key: str, kind: str | None = None, limit: int = 50
+    ) -> list[JobRecord]: ...
+
+    def retry_now(self, job_id: JobId, note: str | None = None) -> bool:
+        """Make a pending job that waits for a later time due now; False if not one."""
         ...
 
     def close(self) -> None: ...

@@ -6,10 +6,13 @@ import logging
 
 import attrs
 
+from venturi.errors import StoreUnavailable
 from venturi.events import WorkerEvents
+from venturi.observations import WorkerPresence
 from venturi.store.protocol import Store
 from venturi.worker.execution import job_extra
 from venturi.worker.held import HeldJob, HeldJobs
+from venturi.worker.periodic import Periodic
 
 logger = logging.getLogger("venturi.worker")
 
@@ -29,10 +32,36 @@ class Heartbeat:
     store: Store
     held: HeldJobs
     events: WorkerEvents
+    # Written into the worker registry after each renewal (`venturi workers`).
+    presence: WorkerPresence | None = None
 
     def run_once(self) -> tuple[int, int]:
-        """Renew leases; return (renewed, lost)."""
-        renewing = [h for h in self.held.snapshot() if not (h.lost or h.lapsing)]
+        """Renew leases, then beat in the worker registry; return (renewed, lost)."""
+        held = self.held.snapshot()
+        renewed = self._renew([h for h in held if not (h.lost or h.lapsing)])
+        if self.presence is not None:
+            self.store.beat_worker(self.presence, sum(1 for h in held if h.running))
+        return renewed
+
+    def periodic(self, every: float) -> Periodic:
+        """The loop that beats every ``every`` seconds, the first time at once (so the
+        worker shows in the registry as it starts)."""
+        # After a failed beat, try again within one interval: leases will not wait.
+        return Periodic(
+            "venturi-heartbeat", self.run_once, every, logger, backoff_cap=every, paced=True
+        )
+
+    def leave(self) -> None:
+        """Remove this worker from the registry (it is stopping); if the database is
+        unreachable its row expires instead."""
+        if self.presence is None:
+            return
+        try:
+            self.store.leave_worker(self.presence.name)
+        except StoreUnavailable as exc:
+            logger.warning("could not leave the worker registry (%s); its row expires", exc)
+
+    def _renew(self, renewing: list[HeldJob]) -> tuple[int, int]:
         if not renewing:
             return 0, 0
         outcome = self.store.extend_lease([(h.claim, h.definition.lease) for h in renewing])

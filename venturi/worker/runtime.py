@@ -22,6 +22,7 @@ from venturi.errors import (
 )
 from venturi.events import WorkerEvents
 from venturi.models import JobRecord
+from venturi.observations import WorkerPresence
 from venturi.registry import JobDefinition
 from venturi.retention import Retention
 from venturi.schedules import Schedule
@@ -213,17 +214,11 @@ class Worker:
         )
         self._side_store = self.store.sibling(pool_size=1)
         self._transactions = Transactions(self.store, self.concurrency, self.held.mark_ended)
-        self._heartbeat = Heartbeat(self._side_store, self.held, self.events)
+        presence = WorkerPresence(self.name, tuple(leases), self.concurrency, heartbeat_every)
+        self._heartbeat = Heartbeat(self._side_store, self.held, self.events, presence)
         reaper = Reaper(self._side_store, self.definitions, self.events)
         periodics = [
-            # After a failed beat, try again within one interval: leases will not wait.
-            Periodic(
-                "venturi-heartbeat",
-                self._heartbeat.run_once,
-                heartbeat_every,
-                logger,
-                backoff_cap=heartbeat_every,
-            ),
+            self._heartbeat.periodic(heartbeat_every),
             Periodic(
                 "venturi-reaper",
                 reaper.run_once,
@@ -337,6 +332,8 @@ class Worker:
             if thread is not threading.current_thread():
                 thread.join(5.0)
         if self._side_store is not None:
+            if self._heartbeat is not None:
+                self._heartbeat.leave()
             self._side_store.close()
             self._transactions.close()
 

@@ -13,7 +13,14 @@ from psycopg import pq
 from psycopg.conninfo import make_conninfo
 
 from venturi.contrib import settings as settings_schema
-from venturi.contrib.settings import QueueSettings, filled_str, names, to_names
+from venturi.contrib.settings import (
+    QueueSettings,
+    filled_str,
+    flag,
+    names,
+    optional_filled_str,
+    to_names,
+)
 
 SETTING: Final = "VENTURI"
 
@@ -35,7 +42,9 @@ class VenturiSettings(QueueSettings):
     app before ``manage.py venturi`` runs, so their jobs are registered (``["jobs"]``);
     ``TESTING``: in test settings, ``"inline"`` or ``"manual"`` — the queue then works
     on Django's own connection, inside a ``TestCase``'s transaction (see
-    `venturi.contrib.django.testing`).
+    `venturi.contrib.django.testing`). ``DASHBOARD_PERMISSION``: the permission a user
+    needs for the dashboard (``venturi.contrib.django.urls``; default: active staff
+    users); ``DASHBOARD_READ_ONLY``: True shows it without its actions.
     """
 
     error: ClassVar[type[settings_schema.SettingsError]] = SettingsError
@@ -44,6 +53,8 @@ class VenturiSettings(QueueSettings):
     autodiscover: tuple[str, ...] = attrs.field(
         default=("jobs",), converter=to_names, validator=names
     )
+    dashboard_permission: str | None = attrs.field(default=None, validator=optional_filled_str)
+    dashboard_read_only: bool = attrs.field(default=False, validator=flag)
 
     @classmethod
     def key(cls, name: str) -> str:
