@@ -124,8 +124,8 @@ class Queue(ScheduleRegistry, KindControl, Results):
 
         Behind a transaction-pooling proxy, build the pool with
         ``kwargs={"prepare_threshold": None}`` and pass ``listen_dsn`` (default: env
-        ``VENTURI_LISTEN_DSN``). ``read_dsn`` is taken only as given (never from the
-        environment): reads then leave the pool, which may be a test's transaction.
+        ``VENTURI_LISTEN_DSN``). ``read_dsn`` is taken only as given, never from the
+        environment: the pool may hold a test's transaction, whose jobs only it can read.
         """
         store = PostgresStore.from_pool(
             pool,
