@@ -18,16 +18,11 @@ from venturi.events import WorkerEvents
 from venturi.kind_control import KindControl
 from venturi.models import (
     CleanupCriteria,
-    HistoryCursor,
-    HistoryFilter,
     JobId,
-    JobRecord,
     JobStatus,
-    JournalRecord,
     NewJob,
     OnDuplicate,
     OnParentFailure,
-    StatsSnapshot,
 )
 from venturi.monitoring import Monitoring
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
@@ -36,8 +31,10 @@ from venturi.registry import JobDefinition, JobFunction, JobOptions
 from venturi.retention import DEFAULT_RETENTION, Retention
 from venturi.schedule_registry import ScheduleRegistry
 from venturi.schedules import Schedule
+from venturi.store.dsn import parse_dsn
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.protocol import Store
+from venturi.store.read_only import open_read_store
 from venturi.worker.draining import drain
 from venturi.worker.runtime import Worker
 from venturi.workflows import Results
@@ -61,6 +58,9 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
     prepare frequent statements on the server; never turn it on behind such a proxy.
     ``retention`` (a `Retention`, a mapping of its fields, or None to keep every job) is
     how long workers keep finished jobs: by default completed and cancelled 1 day, dead 7.
+    ``read_dsn`` (default: env ``VENTURI_READ_DSN``) is where `get`, `journal`, `history`,
+    `stats`, `kinds`, `schedule_rows` and `workflow_status` read, on a small pool of
+    read-only connections (a replica, or a read-only role); see `Reads`.
     """
 
     def __init__(
@@ -76,8 +76,13 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
         store: Store | None = None,
         retention: Retention | Mapping[str, Any] | None = DEFAULT_RETENTION,
+        read_dsn: str | None = None,
     ) -> None:
         self.retention = Retention.of(retention)
+        if read_dsn is None and store is None:
+            read_dsn = os.environ.get("VENTURI_READ_DSN") or None
+        if read_dsn is not None:
+            parse_dsn(read_dsn, "read_dsn")  # refused before any pool opens
         if store is None:
             resolved = dsn if dsn is not None else os.environ.get("VENTURI_DSN", "")
             store = PostgresStore.from_dsn(
@@ -90,6 +95,14 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
                 listen_dsn=_listen_dsn(listen_dsn),
             )
         self.store: Store = store
+        self.read_store: Store | None = None
+        if read_dsn is not None:
+            self.read_store = open_read_store(
+                read_dsn,
+                store.prefix,
+                pool_timeout=pool_timeout,
+                prepared_statements=prepared_statements,
+            )
         self.strict = strict
         self.definitions: dict[str, JobDefinition] = {}
         self.schedules: dict[str, Schedule] = {}
@@ -106,12 +119,14 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         strict: bool = False,
         listen_dsn: str | None = None,
         retention: Retention | Mapping[str, Any] | None = DEFAULT_RETENTION,
+        read_dsn: str | None = None,
     ) -> Queue:
         """Share an application's pool; venturi never closes it.
 
         Behind a transaction-pooling proxy, build the pool with
         ``kwargs={"prepare_threshold": None}`` and pass ``listen_dsn`` (default: env
-        ``VENTURI_LISTEN_DSN``).
+        ``VENTURI_LISTEN_DSN``). ``read_dsn`` is taken only as given, never from the
+        environment: the pool may hold a test's transaction, whose jobs only it can read.
         """
         store = PostgresStore.from_pool(
             pool,
@@ -119,7 +134,7 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
             max_payload_bytes=max_payload_bytes,
             listen_dsn=_listen_dsn(listen_dsn),
         )
-        return cls(store=store, strict=strict, retention=retention)
+        return cls(store=store, strict=strict, retention=retention, read_dsn=read_dsn)
 
     @property
     def prefix(self) -> str:
@@ -249,44 +264,6 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         self._check_process()
         return self.store.migrate()
 
-    def get(self, job_id: JobId) -> JobRecord | None:
-        self._check_process()
-        return self.store.get(job_id)
-
-    def journal(self, job_id: JobId) -> list[JournalRecord]:
-        self._check_process()
-        return self.store.journal(job_id)
-
-    def history(
-        self,
-        *,
-        kind: str | None = None,
-        status: JobStatus | str | None = None,
-        finished_since: datetime | None = None,
-        finished_until: datetime | None = None,
-        before: JobRecord | HistoryCursor | None = None,
-        limit: int = 50,
-    ) -> list[JobRecord]:
-        """One page of jobs, newest id first; pass the last record as ``before`` for the next.
-
-        Ids are ULIDs, so this is enqueue time as the enqueuing hosts' clocks saw it (one
-        process's jobs in the order it enqueued them). ``before`` may also be a
-        `HistoryCursor` of any job id, even of a job deleted since.
-        """
-        self._check_process()
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise ConfigurationError(f"limit must be an int within [1, 10000], got {limit!r}")
-        cursor = before.cursor if isinstance(before, JobRecord) else before
-        return self.store.history(
-            HistoryFilter(kind, status, finished_since, finished_until),
-            cursor,
-            limit,
-        )
-
-    def stats(self) -> StatsSnapshot:
-        self._check_process()
-        return self.store.stats()
-
     def cleanup(
         self,
         *,
@@ -373,9 +350,11 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         return drain(self.store, self.definitions, kinds, to_seconds(wait_for, "wait_for"))
 
     def close(self) -> None:
-        """Stop the waiters' listener; close the connection pool if this queue opened it."""
+        """Stop the waiters' listener; close the connection pools this queue opened."""
         self.close_waiters()
         self.store.close()
+        if self.read_store is not None:
+            self.read_store.close()
 
     def __enter__(self) -> Queue:
         return self

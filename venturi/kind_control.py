@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from venturi.limits import KindState, checked_kinds
+from venturi.reading import Reads
 from venturi.store.protocol import Store
 
 
-class KindControl:
+class KindControl(Reads):
     """`Queue`'s flow control operations (a mixin over its store)."""
 
     store: Store
@@ -33,10 +34,10 @@ class KindControl:
     def paused(self) -> set[str]:
         """The kinds paused now."""
         self._check_process()
-        return {state.kind for state in self.store.kinds() if state.paused}
+        return {state.kind for state in self.reads.kinds() if state.paused}
 
     def kinds(self) -> list[KindState]:
         """Each kind's flow control as the database holds it: paused, the latest
         declared limits (and who declared them), and its jobs claimed now."""
         self._check_process()
-        return self.store.kinds()
+        return self.reads.kinds()

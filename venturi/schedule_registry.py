@@ -12,6 +12,7 @@ from ulid import ULID
 from venturi.durations import Duration
 from venturi.errors import ConfigurationError, InvalidJob, UnknownKind
 from venturi.models import validate_concurrency_key
+from venturi.reading import Reads
 from venturi.registry import EnqueueTarget, JobDefinition, JobFunction, JobOptions
 from venturi.retention import RETENTION_SCHEDULE
 from venturi.schedules import (
@@ -89,7 +90,7 @@ def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
     return schedule, {k: v for k, v in options.items() if k not in SCHEDULE_OPTIONS}
 
 
-class ScheduleRegistry:
+class ScheduleRegistry(Reads):
     """`Queue`'s schedules: registering them (a mixin over its job registry), reading
     their rows and triggering one."""
 
@@ -103,7 +104,7 @@ class ScheduleRegistry:
     def schedule_rows(self) -> list[ScheduleInfo]:
         """Every schedule row of this prefix (inactive ones too), as `venturi schedules`."""
         self._check_process()
-        return self.store.schedules()
+        return self.reads.schedules()
 
     def trigger(self, name: str) -> ULID:
         """Enqueue one run of schedule ``name`` now, outside its slot bookkeeping (keyed

@@ -14,6 +14,7 @@ from ulid import ULID
 from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError, JobCancelled, JobFailed
 from venturi.models import JobId, JobRecord, JobStatus, NewJob, OnParentFailure, to_uuid
+from venturi.reading import Reads
 from venturi.registry import JobFunction
 from venturi.store.ids import new_id
 from venturi.store.protocol import Store
@@ -22,7 +23,7 @@ from venturi.waiting import Waiters
 DEFAULT_WAIT_SECONDS = 30.0
 
 
-class Results:
+class Results(Reads):
     """`Queue`'s waiting, results and workflow operations (a mixin over its store)."""
 
     store: Store
@@ -77,7 +78,7 @@ class Results:
     def workflow_status(self, workflow_id: JobId) -> WorkflowStatus:
         """Every job of a workflow with its parents and state, in the order added."""
         self._check_process()
-        jobs = self.store.workflow_jobs(workflow_id)
+        jobs = self.reads.workflow_jobs(workflow_id)
         return WorkflowStatus(
             ULID.from_uuid(to_uuid(workflow_id)),
             tuple(WorkflowJob(record, tuple(parents)) for record, parents in jobs),

@@ -42,6 +42,11 @@ EXPECTED_SERIES = {
     "rss.c16",
     "processes.1.c16",
     "processes.2.c16",
+    *(
+        f"processes.{n}.c16.{per}"
+        for n in (1, 2)
+        for per in ("wal_bytes_per_job", "jobs_per_commit")
+    ),
     "cpu.1p",
     "cpu.2p",
     "cpu.ceiling.1p",
@@ -91,10 +96,19 @@ def test_quick_run_measures_every_series_each_round(quick_report: dict[str, Any]
         assert len(stats["samples"]) == quick_report["settings"]["rounds"] == 2, key
         assert stats["min"] <= stats["median"] <= stats["max"], key
         assert stats["min"] >= 0, key
-        units = {"latency": "ms", "rss": "MB", "ratio": "x"}
+        units = {
+            "latency": "ms",
+            "rss": "MB",
+            "ratio": "x",
+            "wal_bytes": "WAL bytes/job",
+            "per_commit": "jobs/writing transaction",
+        }
         wanted = next((unit for part, unit in units.items() if part in key), "jobs/s")
         assert stats["unit"] == wanted, key
     assert all(series[key]["min"] > 0 for key in series if not key.startswith("latency."))
+    # Each job's row is inserted, claimed, completed and journaled: hundreds of WAL bytes
+    # at least (other traffic on a shared server only adds to the count).
+    assert series["processes.1.c16.wal_bytes_per_job"]["min"] >= 200
 
 
 def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -> None:

@@ -78,6 +78,10 @@ def unit_of(key: str) -> str:
         return "MB"
     if key.endswith(".ratio"):
         return "x"
+    if key.endswith(".wal_bytes_per_job"):
+        return "WAL bytes/job"
+    if key.endswith(".jobs_per_commit"):
+        return "jobs/writing transaction"
     return "jobs/s"
 
 

@@ -151,10 +151,14 @@ def drive(
             assert child.stdout is not None
             if child.stdout.readline().strip() != "ready":
                 raise BenchFailure(f"a bench worker process exited early ({child.wait()})")
+        wal_before = _wal_position(bench)
         bench.queue.enqueue_many([NewJob(BENCH_KIND, {"n": n}) for n in range(count)])
         started = time.perf_counter()
         wait_for(lambda: not bench.busy(), bench.settings.timeout, f"{count} jobs settled")
         elapsed = time.perf_counter() - started
+        wal_bytes, write_xacts = (
+            a - b for a, b in zip(_wal_position(bench), wal_before, strict=True)
+        )
         reports = [json.loads(child.communicate("stop\n", timeout=60)[0]) for child in children]
     finally:
         for child in children:
@@ -172,8 +176,24 @@ def drive(
         return {f"cpu.{processes}p": count / elapsed}
     return {
         f"processes.{processes}.c{concurrency}": count / elapsed,
+        f"processes.{processes}.c{concurrency}.wal_bytes_per_job": wal_bytes / count,
+        f"processes.{processes}.c{concurrency}.jobs_per_commit": count / max(1, write_xacts),
         f"rss.c{concurrency}": peak_mb,
     }
+
+
+def _wal_position(bench: VenturiBench) -> tuple[int, int]:
+    """The server's WAL insert position (bytes) and next transaction id. Between two
+    readings they count the WAL written and the transactions that wrote (read-only ones
+    take no id), server-wide: exact on a server of the bench's own, inflated by any
+    other traffic on a shared one."""
+    row = bench.conn.execute(
+        "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn,"
+        " pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+    ).fetchone()
+    if row is None:
+        raise BenchFailure("no WAL position from the server")
+    return int(row[0]), int(row[1])
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def cancel(state: CliState, job_id: str) -> None:
     """
     queue = state.queue()
     if not queue.cancel(job_id):
-        record = require_job(queue, job_id)
+        record = require_job(queue, job_id, primary=True)
         raise click.ClickException(
             f"job {job_id} is {record.status.value}; only pending, waiting or running jobs can be "
             "cancelled"
@@ -110,7 +110,7 @@ def requeue(
         return
     children = queue.requeue_with_children(job_id) if with_children else 0
     if children is None or (not with_children and not queue.requeue(job_id)):
-        record = require_job(queue, job_id)
+        record = require_job(queue, job_id, primary=True)
         raise click.ClickException(
             f"job {job_id} is {record.status.value}; only dead, cancelled or completed jobs "
             "can be requeued"

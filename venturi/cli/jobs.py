@@ -303,7 +303,7 @@ def dead(state: CliState, kind: str | None, limit: int, before: str | None, as_j
     """
     queue = state.queue()
     records = _page(queue, kind, JobStatus.DEAD.value, limit, before)
-    reasons = queue.store.last_notes([r.id for r in records])
+    reasons = queue.reads.last_notes([r.id for r in records])
     if as_json:
         echo_json([{**_record_json(r), "reason": reasons.get(r.id)} for r in records])
         _next_page_hint(records, limit, "venturi dead")

@@ -60,6 +60,13 @@ def _connection_options() -> list[click.Parameter]:
             "such as PgBouncer: the server itself [env VENTURI_LISTEN_DSN; default: --dsn].",
         ),
         click.Option(
+            ["--read-dsn"],
+            envvar="VENTURI_READ_DSN",
+            metavar="DSN",
+            help="Where job, history, stats, kinds and schedules read: a replica or a "
+            "read-only role [env VENTURI_READ_DSN; default: --dsn].",
+        ),
+        click.Option(
             ["--prefix"],
             envvar="VENTURI_PREFIX",
             default=DEFAULT_PREFIX,
@@ -75,9 +82,10 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
 
     With ``queue_factory`` (a function returning the application's `Queue`, its jobs
     registered), every sub-command acts on that queue and ``--dsn``, ``--listen-dsn``,
-    ``--prefix`` and ``worker --app`` do not exist. Without it, ``--dsn``/``--prefix``
-    (env ``VENTURI_DSN``/``VENTURI_PREFIX``) name the queue, ``--listen-dsn`` (env
-    ``VENTURI_LISTEN_DSN``) where its LISTEN goes, and ``worker --app module:queue``
+    ``--read-dsn``, ``--prefix`` and ``worker --app`` do not exist. Without it,
+    ``--dsn``/``--prefix`` (env ``VENTURI_DSN``/``VENTURI_PREFIX``) name the queue,
+    ``--listen-dsn`` (env ``VENTURI_LISTEN_DSN``) where its LISTEN goes, ``--read-dsn``
+    (env ``VENTURI_READ_DSN``) where its reads go, and ``worker --app module:queue``
     imports the queue whose jobs the worker runs.
     """
     embedded = queue_factory is not None
@@ -87,9 +95,10 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
         ctx: click.Context,
         dsn: str | None = None,
         listen_dsn: str | None = None,
+        read_dsn: str | None = None,
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
-        state = CliState(queue_factory, dsn, prefix, listen_dsn=listen_dsn)
+        state = CliState(queue_factory, dsn, prefix, listen_dsn=listen_dsn, read_dsn=read_dsn)
         ctx.obj = state
         ctx.call_on_close(state.close)
 

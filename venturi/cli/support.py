@@ -75,9 +75,10 @@ class JobIdType(click.ParamType):  # type: ignore[type-arg]  # generic from clic
 JOB_ID = JobIdType()
 
 
-def require_job(queue: Queue, job_id: str) -> JobRecord:
-    """The job, or a one-line error naming the prefix."""
-    record = queue.get(job_id)
+def require_job(queue: Queue, job_id: str, *, primary: bool = False) -> JobRecord:
+    """The job, or a one-line error naming the prefix; read where the queue reads (its
+    ``read_dsn``), or on its own database with ``primary`` (after a refused write)."""
+    record = queue.store.get(job_id) if primary else queue.get(job_id)
     if record is None:
         raise click.ClickException(f"no job {job_id} under prefix {queue.prefix!r}")
     return record
@@ -111,6 +112,7 @@ class CliState:
     dsn: str | None = None
     prefix: str = DEFAULT_PREFIX
     listen_dsn: str | None = None
+    read_dsn: str | None = None
     _queue: Queue | None = None
 
     @property
@@ -130,7 +132,11 @@ class CliState:
                 dsn = self.resolved_dsn()
                 check_reachable(dsn)
                 self._queue = Queue(
-                    dsn, prefix=self.prefix, pool_size=_CLI_POOL_SIZE, listen_dsn=self.listen_dsn
+                    dsn,
+                    prefix=self.prefix,
+                    pool_size=_CLI_POOL_SIZE,
+                    listen_dsn=self.listen_dsn,
+                    read_dsn=self.read_dsn,
                 )
         return self._queue
 

@@ -17,7 +17,8 @@ Every job runs inside ``app.app_context()`` (an ``async def`` job's coroutine to
 queue is built on first use in each process, so an app created before gunicorn forks is
 safe. Configuration (``app.config``):
 ``VENTURI_DSN``, ``VENTURI_LISTEN_DSN`` (where workers LISTEN when ``VENTURI_DSN`` leads
-to a transaction-pooling proxy), ``VENTURI_PREFIX``, ``VENTURI_POOL_SIZE``, ``VENTURI_STRICT``,
+to a transaction-pooling proxy), ``VENTURI_READ_DSN`` (where the queue's reads go: a
+replica or a read-only role), ``VENTURI_PREFIX``, ``VENTURI_POOL_SIZE``, ``VENTURI_STRICT``,
 ``VENTURI_MAX_PAYLOAD_BYTES`` and, for the opt-in in-process worker, ``VENTURI_WORKER``
 (True to start one per process on its first request), ``VENTURI_WORKER_CONCURRENCY``,
 ``VENTURI_WORKER_KINDS``, ``VENTURI_WORKER_POLL_INTERVAL`` and

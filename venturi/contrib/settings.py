@@ -109,7 +109,9 @@ class QueueSettings:
     """The keys every integration reads for its `venturi.Queue`, checked; all optional.
 
     ``LISTEN_DSN``: where workers LISTEN when the queue's database is reached through a
-    transaction-pooling proxy (the server itself); ``PREFIX``, ``POOL_SIZE``,
+    transaction-pooling proxy (the server itself); ``READ_DSN``: where the queue's reads
+    (job, history, stats, kinds, schedules, workflow status) go, a replica or a read-only
+    role (default: env ``VENTURI_READ_DSN``, else the queue's database); ``PREFIX``, ``POOL_SIZE``,
     ``STRICT``, ``MAX_PAYLOAD_BYTES``: as for `venturi.Queue`. ``RETENTION``: how long
     workers keep finished jobs, as ``Queue(retention=...)`` takes it (a mapping such as
     ``{"completed": "3d", "dead": None}``, text ``"completed=3d,dead=never"``, or None
@@ -123,6 +125,7 @@ class QueueSettings:
     config_prefix: ClassVar[str] = ""  # what the configuration's keys start with
 
     listen_dsn: str | None = attrs.field(default=None, validator=optional_filled_str)
+    read_dsn: str | None = attrs.field(default=None, validator=optional_filled_str)
     prefix: str = attrs.field(default=DEFAULT_PREFIX, validator=filled_str)
     pool_size: int | None = attrs.field(default=None, validator=optional_positive_int)
     strict: bool = attrs.field(default=False, validator=flag)
@@ -152,6 +155,7 @@ class QueueSettings:
         return {
             "prefix": self.prefix,
             "listen_dsn": self.listen_dsn,
+            "read_dsn": self.read_dsn,
             "pool_size": self.pool_size,
             "strict": self.strict,
             "max_payload_bytes": self.max_payload_bytes,

@@ -62,12 +62,19 @@ def mapped_errors() -> Iterator[None]:
 
 
 def new_pool(
-    conninfo: str, kwargs: dict[str, Any], size: int, timeout: float, name: str
+    conninfo: str,
+    kwargs: dict[str, Any],
+    size: int,
+    timeout: float,
+    name: str,
+    *,
+    min_size: int = 2,
 ) -> ConnectionPool[Any]:
-    """An unopened pool of autocommit connections: each statement is its own transaction."""
+    """An unopened pool of autocommit connections: each statement is its own transaction.
+    It keeps ``min_size`` (at most ``size``) connections open while idle."""
     return ConnectionPool(
         conninfo,
-        min_size=min(2, size),
+        min_size=min(min_size, size),
         max_size=size,
         kwargs={**kwargs, "autocommit": True},
         timeout=timeout,

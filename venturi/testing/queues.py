@@ -82,12 +82,14 @@ def _dropped(dsn: str, store: Store) -> Iterator[None]:
 
 @contextmanager
 def _pointed_at(queue: Queue, store: Store) -> Iterator[None]:
-    saved = queue.store
-    queue.store = store
+    # Reads too: a read store (``read_dsn``) knows neither the fresh prefix nor the test's
+    # uncommitted jobs.
+    saved = queue.store, queue.read_store
+    queue.store, queue.read_store = store, None
     try:
         yield
     finally:
-        queue.store = saved
+        queue.store, queue.read_store = saved
 
 
 def resolve_source(source: Queue | str | None) -> Queue | None:

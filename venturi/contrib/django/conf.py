@@ -37,6 +37,9 @@ class VenturiSettings(QueueSettings):
     ``DATABASE``: the ``DATABASES`` alias holding the queue (default ``"default"``);
     ``LISTEN_DSN``: where workers LISTEN when that alias leads to a transaction-pooling
     proxy (the server itself; default: env ``VENTURI_LISTEN_DSN``, else the alias);
+    ``READ_DSN``: where the queue's reads (job, history, stats, kinds, schedules, workflow
+    status) go, a replica or a read-only role (default: env ``VENTURI_READ_DSN``, else the
+    alias; never in ``TESTING`` mode, whose reads stay in the test's transaction);
     ``PREFIX``: its table-name prefix; ``POOL_SIZE``, ``STRICT``, ``MAX_PAYLOAD_BYTES``:
     as for `venturi.Queue`; ``AUTODISCOVER``: module names imported from every installed
     app before ``manage.py venturi`` runs, so their jobs are registered (``["jobs"]``);
