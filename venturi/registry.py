@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any, Generic, ParamSpec, Protocol, TypedDict, TypeVar
+from typing import Any, Final, Generic, ParamSpec, Protocol, TypedDict, TypeVar
 
 import attrs
 import psycopg
@@ -98,6 +98,11 @@ def _payload_signature(definition: JobDefinition) -> inspect.Signature:
     return signature
 
 
+# At most this many fitting key sets are remembered per kind (payloads with keys that
+# vary without end would otherwise grow the set for ever).
+_REMEMBERED_KEY_SETS: Final = 256
+
+
 @attrs.frozen
 class JobDefinition:
     """How one kind runs: its handler, attempts, backoff, priority, lease and timeout."""
@@ -119,6 +124,11 @@ class JobDefinition:
     transaction: TransactionSource | None = attrs.field(default=None, kw_only=True)
     signature: inspect.Signature = attrs.field(
         init=False, default=attrs.Factory(_payload_signature, takes_self=True)
+    )
+    # Key sets known to fit the handler: binding depends on the names alone, and one
+    # kind's payloads mostly share a few shapes, so each shape is bound once.
+    _fitting_keys: set[tuple[str, ...]] = attrs.field(
+        init=False, factory=set, eq=False, hash=False, repr=False
     )
 
     @transactional.validator
@@ -159,6 +169,9 @@ class JobDefinition:
 
     def check_payload(self, payload: Mapping[str, Any]) -> None:
         """Raise `InvalidJob` if the payload's keys do not fit the handler's parameters."""
+        keys = tuple(payload)
+        if keys in self._fitting_keys:
+            return
         try:
             self.signature.bind(**payload)
         except TypeError as exc:
@@ -167,6 +180,8 @@ class JobDefinition:
             raise InvalidJob(
                 f"payload for {self.kind!r} does not fit {name}{self.signature}: {problems}"
             ) from None
+        if len(self._fitting_keys) < _REMEMBERED_KEY_SETS:
+            self._fitting_keys.add(keys)
 
 
 def _payload_problems(signature: inspect.Signature, payload: Mapping[str, Any]) -> list[str]:

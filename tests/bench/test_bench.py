@@ -53,6 +53,7 @@ EXPECTED_SERIES = {
     "cpu.ceiling.2p",
     "ceiling.insert_notify",
     "ceiling.multi_insert",
+    "ceiling.copy",
     *(f"ceiling.{shape}.c{c}" for shape in ("commit_per_job", "batched") for c in (1, 4, 16)),
 }
 
@@ -112,14 +113,17 @@ def test_quick_run_measures_every_series_each_round(quick_report: dict[str, Any]
 
 
 def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -> None:
-    comparisons = {row["series"]: row for row in quick_report["comparisons"]}
+    comparisons = {(row["series"], row["ceiling"]): row for row in quick_report["comparisons"]}
     # Every comparison whose series ran (--processes 1,2: no 4-process rows).
     measured = [row for row in COMPARISONS if row[1] in quick_report["series"]]
-    assert {key for _, key, _, _ in measured} == set(comparisons)
-    assert {"processes.2.c16", "cpu.2p"} <= set(comparisons)
+    assert {(key, ceiling) for _, key, ceiling, _ in measured} == set(comparisons)
+    assert {"processes.2.c16", "cpu.2p"} <= {key for key, _ in comparisons}
+    assert {("enqueue-many", "ceiling.multi_insert"), ("enqueue-many", "ceiling.copy")} <= set(
+        comparisons
+    )
     assert quick_report["settings"]["cpu_loops"] > 0
     for _, key, ceiling, target in measured:
-        row = comparisons[key]
+        row = comparisons[key, ceiling]
         medians = quick_report["series"]
         assert row["ceiling"] == ceiling
         assert row["ratio"] == pytest.approx(medians[key]["median"] / medians[ceiling]["median"])

@@ -203,7 +203,7 @@ def test_verify_reports_each_broken_promise(
 # -- the raw-SQL ceilings ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ceiling", ["insert_notify", "multi_insert"])
+@pytest.mark.parametrize("ceiling", ["insert_notify", "multi_insert", "copy"])
 def test_a_lost_insert_fails_the_ceilings_row_check(
     bench: VenturiBench, ceilings: Ceilings, ceiling: str
 ) -> None:

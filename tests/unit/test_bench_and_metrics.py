@@ -55,3 +55,17 @@ def test_each_comparison_names_its_own_ceiling() -> None:
     prepared = comparisons["drain c16, prepared statements on"]
     assert prepared["ceiling_label"] == "venturi, unprepared (default)"
     assert prepared["ratio"] == pytest.approx(9500 / 9000)
+
+
+def test_enqueue_many_is_compared_with_both_its_ceilings() -> None:
+    samples = {
+        "enqueue-many": [90000.0],
+        "ceiling.multi_insert": [100000.0],
+        "ceiling.copy": [150000.0],
+    }
+    comparisons = {row["name"]: row for row in report.build({}, samples)["comparisons"]}
+    inserted, copied = comparisons["enqueue-many"], comparisons["enqueue-many vs COPY"]
+    assert inserted["ceiling_label"] == "raw multi-row INSERT"
+    assert (inserted["ratio"], inserted["met"]) == (pytest.approx(0.9), False)
+    assert copied["ceiling_label"] == "raw binary COPY"
+    assert (copied["ratio"], copied["met"]) == (pytest.approx(0.6), None)

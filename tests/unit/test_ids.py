@@ -106,3 +106,23 @@ def test_a_forked_child_does_not_continue_the_parents_sequence(
         child = ULID(pipe.read())
     os.waitpid(pid, 0)
     assert child != new_id(), "the child made the parent's next id"
+
+
+def test_a_batch_of_ids_continues_the_sequence_like_single_ids() -> None:
+    readings = iter([5, 5, 5, 9])
+    source = IdSource(clock=lambda: next(readings))
+    first = source.new()
+    batch = source.new_many(4)
+    after = source.new()  # still millisecond 5: the batch moved the sequence on by 4
+    made = [first, *batch, after]
+    assert [int(u) - int(first) for u in made] == [0, 1, 2, 3, 4, 5]
+    assert {u.milliseconds for u in made} == {5}
+    assert source.new_many(0) == []
+    fresh = source.new_many(3)  # a later millisecond: fresh random bits, in order
+    assert [u.milliseconds for u in fresh] == [9, 9, 9]
+    assert int(fresh[0]) > int(after) and int(fresh[2]) - int(fresh[0]) == 2
+
+
+def test_the_process_batches_and_single_ids_strictly_increase() -> None:
+    made = [new_id(), *ids.new_ids(1000), new_id(), *ids.new_ids(3)]
+    assert all(a < b for a, b in itertools.pairwise(made))

@@ -2,8 +2,8 @@
 
 A minimal hand-rolled queue table (identity id, kind, payload, priority, status,
 visible_at, run count, and a partial claim index) driven with the tightest statements:
-INSERT + NOTIFY in one statement per transaction, multi-row INSERT from arrays, and
-claim-and-complete in one `FOR UPDATE SKIP LOCKED` statement, one job per commit or a
+INSERT + NOTIFY in one statement per transaction, multi-row INSERT from arrays, binary
+COPY, and claim-and-complete in one `FOR UPDATE SKIP LOCKED` statement, one job per commit or a
 batch per commit. Each ceiling checks, like venturi's workloads, that every row was
 taken exactly once.
 """
@@ -45,6 +45,9 @@ _MULTI_INSERT = """
 INSERT INTO {raw} (kind, payload)
 SELECT %(kind)s, p FROM unnest(%(payloads)s::jsonb[]) AS p
 """
+
+_COPY = "COPY {raw} (kind, payload) FROM STDIN (FORMAT BINARY)"
+_COPY_TYPES = ("text", "jsonb")
 
 _CLAIM_COMPLETE = """
 WITH picked AS (
@@ -104,6 +107,22 @@ class Ceilings:
         elapsed = self._fill(count)
         self._check_rows(count, "pending", "multi-row insert ceiling")
         return {"ceiling.multi_insert": count / elapsed}
+
+    def copy(self) -> dict[str, float]:
+        """Binary COPY of ``batch`` rows per statement (psycopg encodes each payload)."""
+        count, batch = self.settings.many_jobs, self.settings.batch
+        self.reset()
+        query = self._sql(_COPY)
+        started = time.perf_counter()
+        with self.conn.cursor() as cur:
+            for first in range(0, count, batch):
+                with cur.copy(query) as copy:
+                    copy.set_types(_COPY_TYPES)
+                    for n in range(first, min(first + batch, count)):
+                        copy.write_row((BENCH_KIND, {"n": n}))
+        elapsed = time.perf_counter() - started
+        self._check_rows(count, "pending", "binary COPY ceiling")
+        return {"ceiling.copy": count / elapsed}
 
     def _fill(self, count: int) -> float:
         query = self._sql(_MULTI_INSERT)

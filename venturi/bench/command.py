@@ -83,7 +83,7 @@ def _groups(
     if "enqueue" in workloads:
         groups.append([main.enqueue_one, raw.insert_notify, *twin(main.enqueue_one)])
     if "enqueue-many" in workloads:
-        groups.append([main.enqueue_many, raw.multi_insert, *twin(main.enqueue_many)])
+        groups.append([main.enqueue_many, raw.multi_insert, raw.copy, *twin(main.enqueue_many)])
     if "drain" in workloads:
         for c in DRAIN_CONCURRENCIES:
             groups.append(

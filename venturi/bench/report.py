@@ -14,7 +14,8 @@ from venturi.cli.render import console as stdout_console
 # against the raw-SQL ceiling (or the empty-table rate) measured in the same run.
 COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("enqueue, 1/transaction", "enqueue", "ceiling.insert_notify", 0.8),
-    ("enqueue-many", "enqueue-many", "ceiling.multi_insert", 0.5),
+    ("enqueue-many", "enqueue-many", "ceiling.multi_insert", 1.0),
+    ("enqueue-many vs COPY", "enqueue-many", "ceiling.copy", None),
     ("drain c1", "drain.c1", "ceiling.commit_per_job.c1", 1.0),
     ("drain c4", "drain.c4", "ceiling.commit_per_job.c4", None),
     ("drain c16", "drain.c16", "ceiling.commit_per_job.c16", 2.0),
@@ -60,6 +61,7 @@ LIMITS: tuple[tuple[str, str, float], ...] = (
 CEILING_LABELS = {
     "ceiling.insert_notify": "raw INSERT+NOTIFY",
     "ceiling.multi_insert": "raw multi-row INSERT",
+    "ceiling.copy": "raw binary COPY",
     "drain.c16": "venturi drain c16, empty table",
     "prune.alone.c16": "the same drain, no prune",
     "processes.1.c16": "1 worker process",

@@ -51,7 +51,7 @@ class BenchSettings:
             "jobs": 200,
             "enqueue_jobs": 100,
             "many_jobs": 400,
-            "batch": 100,
+            "batch": 200,
             "latency_samples": 15,
             "backlog": 2000,
             "prune_rows": 3000,

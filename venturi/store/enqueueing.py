@@ -17,6 +17,7 @@ from venturi.models import NewJob
 from venturi.payload import encode_payload
 from venturi.prefix import Prefix
 from venturi.store import sqlfiles
+from venturi.store.copying import COPY_MIN_JOBS, copy_jobs, copy_possible, copyable
 
 # A dedup statement can find the key's holder gone mid-statement (claimed, or inserted by a
 # transaction our snapshot cannot see); each retry takes a fresh snapshot.
@@ -148,26 +149,60 @@ class Enqueuer:
         self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob], ids: Sequence[ULID]
     ) -> list[ULID]:
         """Write ``jobs`` under ``ids`` (one each, chosen by the caller); returns each
-        job's id, or for a deduplicated one the id of the pending job it merged into."""
-        plain = [(i, j) for i, j in zip(ids, jobs, strict=True) if j.dedup_key is None]
-        deduped = [j for j in jobs if j.dedup_key is not None]
+        job's id, or for a deduplicated one the id of the pending job it merged into.
+
+        Jobs due now without a dedup key travel in one binary COPY when there are at least
+        `COPY_MIN_JOBS` of them; the other plain ones in one INSERT statement; each
+        deduplicated one in statements of its own. All of it commits or fails together."""
         for job in jobs:
             self._check_size(job)
-        if not jobs:
+        copied: list[int] = []
+        inserted: list[int] = []
+        deduped: list[int] = []
+        for index, job in enumerate(jobs):
+            if job.dedup_key is not None:
+                deduped.append(index)
+            elif copyable(job):
+                copied.append(index)
+            else:
+                inserted.append(index)
+        if len(copied) < COPY_MIN_JOBS or not copy_possible(conn):
+            inserted = sorted(inserted + copied)
+            copied = []
+        steps = [bool(copied), bool(inserted), bool(deduped)].count(True)
+        if steps == 0:
             return []
-        params = new_job_params([i for i, _ in plain], [j for _, j in plain])
-        if not deduped:
-            self._first_row(conn, "enqueue_many", params)
+        if steps == 1 and inserted:
+            self._first_row(conn, "enqueue_many", self._rows(inserted, jobs, ids))
+            return list(ids)
+        if steps == 1 and copied:
+            # In a transaction of its own on an idle autocommit connection; otherwise in
+            # the caller's (which psycopg begins if the connection is idle).
+            own = conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE
+            copy_jobs(conn, self.prefix, ids, jobs, own_transaction=own)
             return list(ids)
         self._join_callers_transaction(conn)
         with conn.transaction():
-            if plain:
-                self._first_row(conn, "enqueue_many", params)
+            if copied:
+                copy_jobs(
+                    conn,
+                    self.prefix,
+                    [ids[i] for i in copied],
+                    [jobs[i] for i in copied],
+                    own_transaction=False,
+                )
+            if inserted:
+                self._first_row(conn, "enqueue_many", self._rows(inserted, jobs, ids))
             result = list(ids)
-            for index, job in enumerate(jobs):
-                if job.dedup_key is not None:
-                    result[index] = self.enqueue(conn, job, ids[index])
+            for index in deduped:
+                result[index] = self.enqueue(conn, jobs[index], ids[index])
             return result
+
+    @staticmethod
+    def _rows(
+        indexes: Sequence[int], jobs: Sequence[NewJob], ids: Sequence[ULID]
+    ) -> dict[str, Any]:
+        return new_job_params([ids[i] for i in indexes], [jobs[i] for i in indexes])
 
 
 def new_job_params(ids: Sequence[ULID], jobs: Sequence[NewJob]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from ulid import ULID
 
 _RANDOM_BITS = 80
+_ID_BYTES = 16
 
 
 def _wall_clock_ms() -> int:
@@ -51,6 +52,20 @@ class IdSource:
                 self._last += 1
             return ULID.from_int(self._last)
 
+    def new_many(self, count: int) -> list[ULID]:
+        """``count`` ids in order, as ``count`` calls of `new` in a row would make them
+        within one millisecond: one clock reading and one lock for the batch."""
+        if count <= 0:
+            return []
+        with self._lock:
+            now = self.clock()
+            if now > self._last >> _RANDOM_BITS:
+                first = (now << _RANDOM_BITS) | secrets.randbits(_RANDOM_BITS)
+            else:
+                first = self._last + 1
+            self._last = first + count - 1
+        return [ULID(value.to_bytes(_ID_BYTES, "big")) for value in range(first, first + count)]
+
     def forget(self) -> None:
         """Start afresh in a forked child: new random bits, and a lock no thread holds."""
         self._lock = threading.Lock()
@@ -66,3 +81,8 @@ os.register_at_fork(after_in_child=_default.forget)
 def new_id() -> ULID:
     """A new job id, later than every other this process made."""
     return _default.new()
+
+
+def new_ids(count: int) -> list[ULID]:
+    """``count`` new job ids in order, later than every other this process made."""
+    return _default.new_many(count)

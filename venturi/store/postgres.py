@@ -28,7 +28,7 @@ from venturi.store.dependencies import Dependencies
 from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
 from venturi.store.flow import FlowControl, completion_params
-from venturi.store.ids import new_id
+from venturi.store.ids import new_id, new_ids
 from venturi.store.observing import Observing
 from venturi.store.owned_pools import open_owned
 from venturi.store.scheduling import Scheduling
@@ -156,7 +156,7 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing):
     def enqueue_many(
         self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
     ) -> list[ULID]:
-        ids = [new_id() for _ in jobs]
+        ids = new_ids(len(jobs))
         if any(j.after for j in jobs):
             if any(j.dedup_key is not None for j in jobs):
                 raise InvalidJob("enqueue jobs with after= and jobs with a dedup_key separately")
