@@ -59,8 +59,9 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
     ``retention`` (a `Retention`, a mapping of its fields, or None to keep every job) is
     how long workers keep finished jobs: by default completed and cancelled 1 day, dead 7.
     ``read_dsn`` (default: env ``VENTURI_READ_DSN``) is where `get`, `journal`, `history`,
-    `stats`, `kinds`, `schedule_rows` and `workflow_status` read, on a small pool of
-    read-only connections (a replica, or a read-only role); see `Reads`.
+    `stats`, `kinds`, `schedule_rows`, `workflow_status` and the dashboard's reads
+    (`workers`, `overview`, `throughput`, `dead_groups`) go, on a small pool of read-only
+    connections (a replica, or a read-only role); see `Reads`.
     """
 
     def __init__(

@@ -4,19 +4,14 @@ making a waiting job due now. The dashboard and `venturi workers` read these."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from venturi.models import JobId
 from venturi.observations import DeadGroup, Overview, Throughput, WorkerInfo
-from venturi.store.protocol import Store
+from venturi.reading import Reads
 
 
-class Monitoring:
-    """`Queue`'s operations for operators (a mixin over its store)."""
-
-    store: Store
-    # `Queue._check_process`: raises `ForkedError` in a child of the queue's process.
-    _check_process: Callable[[], None]
+class Monitoring(Reads):
+    """`Queue`'s operations for operators (a mixin over its stores). Its reads go to the
+    ``read_dsn`` store when the queue has one; `retry_now` writes on the queue's own."""
 
     def workers(self) -> list[WorkerInfo]:
         """Every running worker of the queue (its registry), by name. A worker writes its
@@ -24,14 +19,14 @@ class Monitoring:
         refreshed for three beats and half a minute (a killed worker) is left out and
         later deleted."""
         self._check_process()
-        return self.store.workers()
+        return self.reads.workers()
 
     def overview(self) -> Overview:
         """Each kind's jobs by status. Pending, scheduled and running jobs are counted;
         on a table of 100,000 jobs or more, waiting and finished jobs are estimated from
         the statistics ANALYZE keeps (`Overview.estimated`), so this stays fast."""
         self._check_process()
-        return self.store.overview()
+        return self.reads.overview()
 
     def throughput(self, minutes: int = 60, bucket: int = 5) -> Throughput:
         """Completed and failed runs per kind in ``bucket``-minute buckets over the last
@@ -39,7 +34,7 @@ class Monitoring:
         self._check_process()
         if minutes < 1 or bucket < 1:
             raise ValueError(f"minutes and bucket must be at least 1, got {minutes}, {bucket}")
-        return self.store.throughput(minutes, bucket)
+        return self.reads.throughput(minutes, bucket)
 
     def dead_groups(self, sample: int = 500) -> list[DeadGroup]:
         """The newest ``sample`` dead jobs grouped by kind and the first line of the
@@ -47,7 +42,7 @@ class Monitoring:
         self._check_process()
         if sample < 1:
             raise ValueError(f"sample must be at least 1, got {sample}")
-        return self.store.dead_groups(sample)
+        return self.reads.dead_groups(sample)
 
     def retry_now(self, job_id: JobId) -> bool:
         """Make a pending job that waits for a later time (scheduled, or backing off after

@@ -112,6 +112,9 @@ def test_reads_go_to_read_dsn_and_writes_never_do(
         assert queue.workflow_status(flow.id).succeeded
         assert queue.kinds() == [] and queue.paused() == set()
         assert queue.schedule_rows() == []
+        assert {k.kind for k in queue.overview().kinds} == {"k"}
+        assert queue.workers() == [] and queue.dead_groups() == []
+        assert queue.throughput().totals("k") == (2, 0)
         assert _read_backends(database_dsn, name) >= 1
 
         _set_select(database_dsn, prefix, reader, granted=False)
@@ -124,6 +127,10 @@ def test_reads_go_to_read_dsn_and_writes_never_do(
             "paused": queue.paused,
             "schedule_rows": queue.schedule_rows,
             "workflow_status": lambda: queue.workflow_status(flow.id),
+            "workers": queue.workers,
+            "overview": queue.overview,
+            "throughput": queue.throughput,
+            "dead_groups": queue.dead_groups,
         }
         for what, read in reads.items():
             with pytest.raises(venturi.StoreError, match="permission denied"):
@@ -135,6 +142,7 @@ def test_reads_go_to_read_dsn_and_writes_never_do(
         assert queue.drain() == 1
         assert queue.result(job_id, timeout=10) == 42
         assert queue.cancel(k.enqueue(n=0))
+        assert queue.retry_now(k.enqueue_with({"n": 1}, delay=3600))
         assert queue.requeue(job_id)
         assert queue.pause("k") == ["k"] and queue.resume("k") == ["k"]
         assert queue.cleanup(finished_before=queue.store.now()) >= 1

@@ -88,7 +88,7 @@ def jobs(queue: Queue, query: Mapping[str, str], page_size: int = PAGE_SIZE) -> 
     else:
         before = query.get("before", "").strip()
         cursor = HistoryCursor(before) if before else None
-        records = queue.store.history(HistoryFilter(kind=kind, status=status), cursor, page_size)
+        records = queue.reads.history(HistoryFilter(kind=kind, status=status), cursor, page_size)
         if len(records) == page_size:
             page_end = str(records[-1].id)
     return {
@@ -113,7 +113,7 @@ def _find(queue: Queue, text: str, kind: str | None, limit: int) -> list[JobReco
         record = queue.get(text)
         if record is not None:
             return [record]
-    return queue.store.jobs_by_dedup_key(text, kind, limit)
+    return queue.reads.jobs_by_dedup_key(text, kind, limit)
 
 
 def job(queue: Queue, job_id: str) -> dict[str, Any] | None:
@@ -127,7 +127,7 @@ def job(queue: Queue, job_id: str) -> dict[str, Any] | None:
         "journal": journal,
         "result": results[-1] if results else None,
         "has_result": bool(results),
-        "now": queue.store.now(),
+        "now": queue.reads.now(),
     }
 
 
