@@ -185,6 +185,17 @@ def test_copy_on_an_autocommit_connection_commits_at_once_or_joins_a_begun_trans
     assert listener.until_marker() == []
 
 
+def test_copy_works_on_a_connection_that_binds_on_the_client(
+    store: PostgresStore, database_dsn: str, probe: Probe, statements: Statements
+) -> None:
+    # Django's psycopg connections make ClientCursors unless told to bind on the server.
+    with psycopg.connect(database_dsn, cursor_factory=psycopg.ClientCursor) as conn:
+        ids = store.enqueue_many(_batch(), conn=conn)
+        conn.commit()
+    assert statements.taken() == ["COPY"]
+    assert probe.count("jobs") == len(set(ids)) == BATCH
+
+
 def test_a_connection_in_pipeline_mode_gets_the_insert_statement(
     store: PostgresStore, database_dsn: str, probe: Probe, statements: Statements
 ) -> None:
