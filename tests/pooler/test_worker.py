@@ -5,13 +5,15 @@ pooled server connection (PgBouncer would log each NOTIFY for it as "not linked"
 from __future__ import annotations
 
 import logging
+import threading
+from typing import Any
 
 import psycopg
 import pytest
 
 import venturi
 from tests.pooler.pgbouncer import PgBouncer
-from tests.support import Probe, wait_until
+from tests.support import Probe, postgres_store, wait_until
 
 JOBS = 300
 NOTIFIES = 20
@@ -137,3 +139,52 @@ def test_the_notifier_recognises_the_pooler(pooled_queue: venturi.Queue, databas
         through.close()
         straight.close()
         direct.close()
+
+
+def test_a_limited_kind_passes_its_places_on_through_the_pooler(
+    pooled_dsn: str, database_dsn: str, prefix: str, probe: Probe
+) -> None:
+    """Completing a run and claiming the next go through PgBouncer as one transaction
+    ended by one Sync (no BEGIN or COMMIT of their own), and the limited claim's lock
+    holds across its first reply: the limit holds and every job runs once."""
+    jobs, limit = 60, 2
+    queue = venturi.Queue(pooled_dsn, prefix=prefix, pool_size=8, listen_dsn=database_dsn)
+    queue.migrate()
+    store = postgres_store(queue)
+    passed: list[int] = []
+    lock = threading.Lock()
+    running: list[int] = []
+    highest = 0
+    complete_and_claim = store.complete_and_claim
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        outcome, claimed = complete_and_claim(*args, **kwargs)
+        passed.append(len(claimed))
+        return outcome, claimed
+
+    store.complete_and_claim = counted  # type: ignore[method-assign]
+
+    @queue.job("limited", concurrency=limit)
+    def limited(n: int) -> None:
+        nonlocal highest
+        with lock:
+            running.append(n)
+            highest = max(highest, len(running))
+        threading.Event().wait(0.002)
+        with lock:
+            running.remove(n)
+
+    queue.enqueue_many([venturi.NewJob("limited", {"n": n}) for n in range(jobs)])
+    try:
+        with queue.worker(concurrency=8, poll_interval=120):
+            wait_until(
+                lambda: probe.count("jobs", "status = 'completed'") == jobs,
+                timeout=60,
+                what=f"{jobs} limited jobs completed through the pooler",
+            )
+    finally:
+        queue.close()
+    assert probe.count("jobs", "status = 'completed' AND run_count = 1") == jobs
+    assert probe.count("journal") == jobs
+    assert highest <= limit
+    assert sum(passed) > 0, "no place was passed on"

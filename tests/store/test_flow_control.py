@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from tests.support import Probe
 from venturi import ConfigurationError, InvalidJob, NewJob, Queue
+from venturi.errors import StoreError
 from venturi.limits import KindLimits, Rate
 from venturi.store.postgres import PostgresStore
 
@@ -208,3 +211,22 @@ def test_a_job_functions_enqueue_takes_the_concurrency_key(database_dsn: str, pr
         plain = queue.get(takes_key.enqueue(concurrency_key="payload"))
         assert plain is not None and plain.payload == {"concurrency_key": "payload"}
         assert plain.concurrency_key is None
+
+
+def test_a_failing_limited_claim_claims_nothing_and_gives_the_turn_back(
+    store: PostgresStore, probe: Probe, database_dsn: str
+) -> None:
+    """The limited claim's lock and claim are one transaction ended by the pipeline's
+    Sync: a claim that fails after the lock (a lease no timestamp can hold) rolls back,
+    claims nothing and leaves the kind's row unlocked for the next claimer."""
+    store.declare_kinds([KindLimits("k", concurrency=2)], "test")
+    enqueue(store, 3)
+    with pytest.raises(StoreError, match="interval out of range"):
+        store.claim("w", {"k": float("inf")}, 2, limited={"k"})
+    assert probe.count("jobs", "status = 'claimed'") == 0
+    with psycopg.connect(database_dsn, autocommit=True) as other:
+        locked = sql.SQL("SELECT kind FROM {} WHERE kind = 'k' FOR UPDATE NOWAIT").format(
+            sql.Identifier(f"{store.prefix.name}_kinds")
+        )
+        assert other.execute(locked).fetchall() == [("k",)]
+    assert len(store.claim("w", LEASES, 2, limited={"k"})) == 2

@@ -5,15 +5,19 @@ within the limit, and never for a run that lost its claim."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg_pool import ConnectionPool
 
 from tests.support import Probe
 from venturi import NewJob
+from venturi.errors import StoreError
 from venturi.limits import KindLimits, Rate
 from venturi.models import JobRecord
+from venturi.prefix import Prefix
 from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
@@ -49,6 +53,40 @@ def test_a_completed_run_passes_its_place_to_the_next_job(
     assert pass_on(store, passed)[2][0].payload == {"n": 3}
     assert pass_on(store, second)[2] == []  # nothing left: the place is free
     assert store.claim("w", {"k": LEASE}, 5, limited={"k"}) == []
+
+
+@pytest.fixture(params=["own-pool", "borrowed-pool"])
+def either_store(
+    request: pytest.FixtureRequest, store: PostgresStore, database_dsn: str, prefix: str
+) -> Iterator[PostgresStore]:
+    """The store on its own pool (autocommit connections) and on a borrowed pool whose
+    connections do not autocommit."""
+    if request.param == "own-pool":
+        yield store
+        return
+    with ConnectionPool(database_dsn, min_size=1, max_size=2, open=True) as pool:
+        borrowed = PostgresStore.from_pool(pool, Prefix(prefix))
+        yield borrowed
+        borrowed.close()
+
+
+def test_a_pass_whose_claim_fails_completes_nothing(
+    either_store: PostgresStore, probe: Probe
+) -> None:
+    """The completion and the claim are one transaction: when the claim fails (here a
+    lease no timestamp can hold, once it has a job to claim) the completion, which
+    applied first, is rolled back with it, so no place opens that nobody takes."""
+    first, _ = limited(either_store, 4)
+    with pytest.raises(StoreError, match="interval out of range"):
+        either_store.complete_and_claim(Claim.of(first), Settlement.complete(), "k", float("inf"))
+    assert probe.scalar("SELECT status FROM {jobs} WHERE id = %s", first.id.to_uuid()) == (
+        "claimed"
+    )
+    assert probe.count("journal") == 0
+    assert probe.count("jobs", "status = 'claimed'") == 2
+    applied, busy, (passed,) = pass_on(either_store, first)  # the connection is usable
+    assert applied and not busy and passed.payload == {"n": 2}
+    assert probe.count("journal", "outcome = 'completed'") == 1
 
 
 def test_a_fenced_completion_passes_nothing(store: PostgresStore, probe: Probe) -> None:

@@ -63,7 +63,7 @@ def _groups(
     backlog: VenturiBench | None,
     *,
     prepared: VenturiBench | None = None,
-    limited: tuple[VenturiBench, VenturiBench] | None = None,
+    limited: tuple[VenturiBench, ...] = (),
     cpu_loops: int = 0,
     transactional: VenturiBench | None = None,
 ) -> list[list[Step]]:
@@ -101,13 +101,23 @@ def _groups(
         if "drain" not in workloads:
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
-    if limited is not None:
-        quick, slow = limited
+    if limited:
+        quick, slow, *slow_prepared = limited
         steps = [functools.partial(quick.drain, 16, f"limited{LIMITED_CONCURRENCY}.c16")]
         if "drain" not in workloads:
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
-        groups.append([functools.partial(_slow_limited, slow)])
+        groups.append(
+            [
+                functools.partial(_slow_limited, slow),
+                *(
+                    functools.partial(
+                        _suffixed, PREPARED_SUFFIX, functools.partial(_slow_limited, bench, False)
+                    )
+                    for bench in slow_prepared
+                ),
+            ]
+        )
     if transactional is not None:
         for c in TRANSACTIONAL_CONCURRENCIES:
             steps = [functools.partial(transactional.drain, c, f"transactional.c{c}")]
@@ -131,12 +141,15 @@ def _groups(
     return groups
 
 
-def _slow_limited(bench: VenturiBench) -> dict[str, float]:
+def _slow_limited(bench: VenturiBench, with_ideal: bool = True) -> dict[str, float]:
     """The drain of the kind limited to `SLOW_LIMIT` with jobs of `SLOW_JOB_SECONDS`
-    (a fifth of ``jobs``, at most 1,000), beside the most its places can run."""
+    (a fifth of ``jobs``, at most 1,000), beside (``with_ideal``) the most its places
+    can run."""
     key = f"limited{SLOW_LIMIT}.{SLOW_JOB_SECONDS * 1000:g}ms.c16"
     count = max(1, min(1000, bench.settings.jobs // 5))
     figures = bench.drain(16, key, count)
+    if not with_ideal:
+        return figures
     return {**figures, f"{key}.ideal": SLOW_LIMIT / SLOW_JOB_SECONDS}
 
 
@@ -179,15 +192,23 @@ def run(
         if settings.compare_prepared:
             prepared = VenturiBench(settings, "p", prepared_statements=True)
             cleanup.callback(prepared.close)
-        limited: tuple[VenturiBench, VenturiBench] | None = None
+        limited: tuple[VenturiBench, ...] = ()
         if "limited" in workloads:
             quick = VenturiBench(settings, "l", concurrency_limit=LIMITED_CONCURRENCY)
             cleanup.callback(quick.close)
-            slow = VenturiBench(
-                settings, "s", concurrency_limit=SLOW_LIMIT, job_seconds=SLOW_JOB_SECONDS
-            )
-            cleanup.callback(slow.close)
-            limited = (quick, slow)
+            limited = (quick,)
+            for label, prepared_statements in (("s", False), ("sp", True)):
+                if prepared_statements and not settings.compare_prepared:
+                    continue
+                slow = VenturiBench(
+                    settings,
+                    label,
+                    prepared_statements=prepared_statements,
+                    concurrency_limit=SLOW_LIMIT,
+                    job_seconds=SLOW_JOB_SECONDS,
+                )
+                cleanup.callback(slow.close)
+                limited += (slow,)
         cpu_loops = loops_for(settings.cpu_ms) if "cpu" in workloads else 0
         transactional: VenturiBench | None = None
         if "transactional" in workloads:
@@ -271,8 +292,9 @@ def _processes(value: str | None) -> list[int]:
 @click.option(
     "--compare-prepared",
     is_flag=True,
-    help="Also run enqueue, enqueue-many and drain with server-side prepared statements "
-    "on (venturi's default is off), side by side in each round.",
+    help="Also run enqueue, enqueue-many, drain and the limited kind with 10 ms jobs with "
+    "server-side prepared statements on (venturi's default is off), side by side in each "
+    "round.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bench_command(
@@ -300,8 +322,9 @@ def bench_command(
     (each completion in the run's own transaction), drain c16 beside the retention's prune
     of finished rows, a concurrency-16 worker process's peak RSS, and CPU-bound jobs
     (--cpu-ms of pure Python each) drained by 1 and 2 worker processes (or --processes).
-    Every job is checked to have run exactly once. Uses fresh table prefixes and drops
-    them after.
+    --compare-prepared adds each of enqueue, enqueue-many, drain and the limited kind with
+    10 ms jobs again with server-side prepared statements on. Every job is checked to
+    have run exactly once. Uses fresh table prefixes and drops them after.
     """
     overrides: dict[str, Any] = {
         key: value

@@ -3,6 +3,7 @@ kinds with limits. `PostgresStore` inherits these operations."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,10 +76,11 @@ class FlowControl(Housekeeping):
         floor = SMALLINT_MIN if priority_floor is None else priority_floor
         jobs: list[JobRecord] = []
         last: psycopg.Cursor[tuple[Any, ...]] | None = None
-        # Pipelined: BEGIN goes with the lock and the (last) claim with COMMIT, so a kind's
-        # turn is held for a round trip or two and the server's work.
-        with self.connection() as conn, conn.pipeline():
-            with conn.transaction():
+        # Pipelined, in the transaction that the pipeline's one Sync ends (as in
+        # `complete_and_claim`): the lock's reply is the one round trip taken while the
+        # kinds' turn is held; the claims go out with the Sync, which commits them.
+        with self.connection() as conn:
+            with conn.pipeline(), _transaction_unless_autocommit(conn):
                 locking = conn.cursor(row_factory=tuple_row)
                 locking.execute(self._query("claim_limited_lock"), {"kinds": list(leases)})
                 keyed = {kind for kind, has_keys in locking.fetchall() if has_keys}
@@ -133,10 +135,14 @@ class FlowControl(Housekeeping):
             "lease": float(lease),
             "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
         }
-        # Pipelined: BEGIN, both statements and COMMIT go in one round trip; the second
-        # claims only when the first applied (it reads the row this transaction wrote).
-        with self.connection() as conn, conn.pipeline():
-            with conn.transaction():
+        # One round trip: on an autocommit connection the statements between two Syncs
+        # are one transaction (PostgreSQL's protocol, "Pipelining"), so both go out with
+        # the pipeline's one Sync, which commits them; the second claims only when the
+        # first applied (it reads the row this transaction wrote). psycopg's
+        # transaction() in a pipeline syncs at BEGIN, at COMMIT and at its end: four
+        # round trips. A borrowed pool's connection that does not autocommit takes it.
+        with self.connection() as conn:
+            with conn.pipeline(), _transaction_unless_autocommit(conn):
                 completing = conn.cursor(row_factory=tuple_row)
                 completing.execute(self._query("settle_complete"), completion)
                 claiming = conn.cursor(row_factory=tuple_row)
@@ -147,6 +153,14 @@ class FlowControl(Housekeeping):
 
     def _query(self, name: str) -> sql.Composed:
         return sqlfiles.query(name, self.prefix)
+
+
+def _transaction_unless_autocommit(
+    conn: psycopg.Connection[Any],
+) -> contextlib.AbstractContextManager[Any]:
+    """Nothing on an autocommit connection (its pipeline's Sync ends the transaction),
+    else an explicit transaction."""
+    return contextlib.nullcontext() if conn.autocommit else conn.transaction()
 
 
 def completion_params(
