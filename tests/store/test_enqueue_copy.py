@@ -314,3 +314,20 @@ def test_ids_returned_are_those_stored_in_batch_order(store: PostgresStore, prob
     stored = probe.rows("SELECT id, (payload ->> 'n')::int FROM {jobs} ORDER BY id")
     assert [ULID.from_uuid(row[0]) for row in stored] == ids
     assert [row[1] for row in stored] == list(range(BATCH))
+
+
+def test_a_mixed_batch_on_the_callers_connection_commits_or_rolls_back_with_it(
+    store: PostgresStore, database_dsn: str, probe: Probe, listener: Listener
+) -> None:
+    jobs = [*_batch(), NewJob("copy.a", dedup_key="d"), NewJob("copy.b", delay=30)]
+    with psycopg.connect(database_dsn) as conn:
+        store.enqueue_many(jobs, conn=conn)
+        assert _status(conn) == pq.TransactionStatus.INTRANS
+        assert probe.count("jobs") == 0
+        conn.rollback()
+        assert probe.count("jobs") == 0
+        assert listener.until_marker() == []
+        store.enqueue_many(jobs, conn=conn)
+        conn.commit()
+    assert probe.count("jobs") == BATCH + 2
+    assert sorted(listener.until_marker()) == ["copy.a", "copy.b"]
