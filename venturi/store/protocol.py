@@ -97,6 +97,11 @@ class Store(Protocol):
         """Jobs with parents (parents first) in one transaction; see `PostgresStore`."""
         ...
 
+    def await_job(self, job_id: ULID) -> JobRecord | None:
+        """Mark the job awaited (its finishing transaction notifies the channel of
+        finished jobs) and read it afterwards; None if no job has this id."""
+        ...
+
     def finished_jobs(self, job_ids: Sequence[ULID]) -> list[JobRecord]: ...
 
     def requeue_with_children(self, job_id: JobId, note: str | None = None) -> int | None:
