@@ -209,7 +209,8 @@ class Store(Protocol):
     def notifier(self) -> Notifier: ...
 
     def finished_notifier(self) -> Notifier:
-        """A listener on the channel every transaction that finishes jobs notifies once."""
+        """A listener on the channel of finished jobs (notified by a transaction that
+        finishes an awaited job, once)."""
         ...
 
     def notify(self, payload: str) -> None: ...
