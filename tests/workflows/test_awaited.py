@@ -160,3 +160,14 @@ def test_a_waiter_marking_while_the_completion_holds_the_row_reads_it_completed(
     assert outcome[0].status == "completed"
     assert probe.count("jobs", "awaited") == 0, "a finished job is left unmarked"
     assert finished_channel.until_marker() == [], "woken by its read, not a notification"
+
+
+def test_a_job_enqueued_cancelled_by_its_parents_end_notifies_nobody(
+    queue: Queue, finished_channel: Listener
+) -> None:
+    parent = queue.enqueue("parent")
+    assert queue.cancel(parent)
+    child = queue.enqueue("child", after=[parent])
+    record = queue.get(child)
+    assert record is not None and record.status == "cancelled"
+    assert finished_channel.until_marker() == [], "a job not yet stored has no waiter"
