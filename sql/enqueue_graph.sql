@@ -1,9 +1,9 @@
 -- Inserts jobs with parents (and any parents inserted with them, listed first) in one
 -- statement: each job with the status its parents give it (waiting, pending, or cancelled
 -- when a parent already failed), its parent edges (open while the parent is unfinished),
--- a journal row for each cancelled one, one notification per kind made pending, and one
--- on the channel of finished jobs when any was cancelled. Runs after lock_parents in the
--- same transaction. Arrays travel in binary ("b" placeholders).
+-- a journal row for each cancelled one, and one notification per kind made pending (none
+-- on the channel of finished jobs: a job not yet stored has no waiter). Runs after
+-- lock_parents in the same transaction. Arrays travel in binary ("b" placeholders).
 -- Parameters: ids, kinds, payloads (JSON text), priorities, delays (s), ats, max_attempts,
 -- concurrency_keys, trace_contexts, statuses, parents_left, on_parent_failures (NULL or
 -- 'run'), notes (the cancellation note or NULL), has_children (a later job of the batch
@@ -42,8 +42,5 @@ journaled AS (
 woken AS (
     SELECT pg_notify({channel}, k.kind)
     FROM (SELECT DISTINCT kind FROM inserted WHERE status = 'pending') AS k
-    UNION ALL
-    SELECT pg_notify({done_channel}, '')
-    WHERE EXISTS (SELECT FROM inserted WHERE status = 'cancelled')
 )
 SELECT count(*) FROM inserted CROSS JOIN (SELECT count(*) FROM woken) AS w

@@ -21,7 +21,7 @@ settled AS (
                          ELSE {dedup_key_kept} END
     FROM locked
     WHERE j.id = locked.id AND (NOT %(lapsed)s OR j.claim_expires_at < now())
-    RETURNING j.id, j.kind, j.run_count, j.status
+    RETURNING j.id, j.kind, j.run_count, j.status, j.has_children, j.awaited
 ),
 journaled AS (
     INSERT INTO {journal} (job_id, kind, run_no, outcome, note)
@@ -33,13 +33,8 @@ journaled AS (
     FROM settled
     RETURNING kind, outcome
 ),
--- A job that went dead settles its waiting children and wakes waiters, in this transaction.
-finished AS (
-    SELECT {finish_children}(array_agg(id), 'dead'), pg_notify({done_channel}, '')
-    FROM settled
-    WHERE status = 'dead'
-    HAVING count(*) > 0
-)
+-- A job that went dead settles its waiting children and wakes its waiters.
+{jobs_finished}
 SELECT journaled.outcome
 FROM journaled
 CROSS JOIN (SELECT count(*) FROM finished) AS f

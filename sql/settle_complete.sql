@@ -5,7 +5,8 @@
 -- A transactional run (within_lease true) completes only while its lease still holds at
 -- this statement: its transaction may have outlived the lease, and then it must not apply.
 -- Times are the statement's, not now(): in a transactional run now() is when the
--- handler's transaction began.
+-- handler's transaction began. Children of the completed jobs that have any are
+-- released, and waiters of awaited ones woken, in this transaction (fragment jobs_finished).
 -- Parameters: ids (uuid[]), owners (text[]), runs (int[]), attachments (JSON text[]),
 -- notes (text[]), all sent in binary ("b" placeholders: no per-element quoting here);
 -- within_lease (boolean).
@@ -23,28 +24,18 @@ settled AS (
     FROM locked JOIN batch AS b ON b.id = locked.id
     WHERE j.id = locked.id
       AND (NOT %(within_lease)s::boolean OR j.claim_expires_at > statement_timestamp())
-    RETURNING j.id, j.kind, j.run_count, b.attachment, b.note, j.has_children
+    RETURNING j.id, j.kind, j.run_count, j.status, b.attachment, b.note, j.has_children,
+              j.awaited
 ),
 journaled AS (
     INSERT INTO {journal} (job_id, kind, run_no, outcome, note, attachment, recorded_at)
     SELECT id, kind, run_count, 'completed', note, attachment, statement_timestamp()
     FROM settled
 ),
--- Once the whole batch is settled: release the waiting children of completed jobs that
--- have any, in this transaction (has_children is read from the row this statement
--- locked: a child's enqueue that committed before is seen), and wake waiters with one
--- notification for the batch.
-finished AS (
-    SELECT {finish_children}(s.parents, 'completed')
-    FROM (SELECT array_agg(id) FILTER (WHERE has_children) AS parents FROM settled) AS s
-    WHERE s.parents IS NOT NULL
-),
-notified AS (
-    SELECT pg_notify({done_channel}, '') FROM (SELECT FROM settled LIMIT 1) AS s
-)
+-- Reads `settled` as a whole, so it runs once the whole batch is settled.
+{jobs_finished}
 SELECT id, true
 FROM settled
 CROSS JOIN (SELECT count(*) FROM finished) AS f
-CROSS JOIN (SELECT count(*) FROM notified) AS n
 UNION ALL
 {busy_runs}

@@ -1,22 +1,17 @@
 -- Marks a claimed run dead at once (poison input). Fenced by owner, run epoch, status.
 -- Parameters: id, owner, run, note. Returns: the journal outcome when applied.
--- Its waiting children are settled as children of a dead parent.
+-- Its waiting children are settled as children of a dead parent, and its waiters woken.
 WITH settled AS (
     UPDATE {jobs} AS j
     SET status = 'dead', finished_at = now(), claim_expires_at = NULL
     FROM {one_run} AS b
     WHERE {held_by_run}
-    RETURNING j.id, j.kind, j.run_count, j.status
+    RETURNING j.id, j.kind, j.run_count, j.status, j.has_children, j.awaited
 ),
 journaled AS (
     INSERT INTO {journal} (job_id, kind, run_no, outcome, note)
     SELECT id, kind, run_count, 'dead', %(note)s FROM settled
     RETURNING kind, outcome
 ),
--- Settles the job's waiting children and wakes waiters, in this transaction.
-finished AS (
-    SELECT {finish_children}(array_agg(id), 'dead'), pg_notify({done_channel}, '')
-    FROM settled
-    HAVING count(*) > 0
-)
+{jobs_finished}
 SELECT outcome FROM journaled CROSS JOIN (SELECT count(*) FROM finished) AS f

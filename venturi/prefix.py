@@ -99,7 +99,8 @@ class Prefix:
 
     @property
     def done_channel(self) -> str:
-        """The channel a transaction that finishes jobs notifies once (waiters listen)."""
+        """The channel a transaction that finishes awaited jobs notifies once (waiters
+        listen)."""
         return self.name + "_done"
 
     @property

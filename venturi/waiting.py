@@ -38,8 +38,10 @@ class _Slot:
 class Waiters:
     """The waiters of one queue and the thread that wakes them.
 
-    The thread owns one LISTEN connection on the prefix's channel of finished jobs (every
-    transaction that finishes jobs notifies it once). On each notification, and after
+    The thread owns one LISTEN connection on the prefix's channel of finished jobs. Each
+    wait marks its job awaited, and only a transaction that finishes an awaited job
+    notifies that channel (once, however many it finishes): jobs nobody waits for cost
+    their finishing transactions nothing. On each notification, and after
     each reconnect (one may have been missed), it reads in one statement which of the
     awaited jobs have finished and wakes their waiters. No waiter, no statement: a
     notification costs nothing but its delivery. Started by the first wait.
@@ -63,10 +65,11 @@ class Waiters:
             self._slots.setdefault(job_id, []).append(slot)
             self._start()
         try:
-            # Listening before the first read: a job finishing after it is always heard.
+            # Listening before the job is marked awaited and read: a job finishing after
+            # the mark notifies, and one that finished before it is read finished.
             if not self._listening.wait(max(0.0, deadline - time.monotonic())):
                 raise TimeoutError(f"job {job_id}: the waiters' listener did not connect in time")
-            record = self._store.get(job_id)
+            record = self._store.await_job(job_id)
             if record is None:
                 raise UnknownJob(f"no job {job_id} in prefix {self._store.prefix.name!r}")
             if record.status.terminal:

@@ -36,7 +36,8 @@ class Results(Reads):
     def wait(self, job_id: JobId, timeout: Duration = DEFAULT_WAIT_SECONDS) -> JobRecord:
         """The job once it has finished (completed, dead or cancelled).
 
-        Woken by the notification its finishing transaction sends; every wait of this
+        Marks the job awaited, so that its finishing transaction notifies (jobs nobody
+        waits for never do), and is woken by that notification; every wait of this
         queue shares one LISTEN connection. Raises `TimeoutError` after ``timeout``
         seconds and `UnknownJob` for an id no job has.
         """

@@ -112,6 +112,18 @@ class Dependencies(Housekeeping):
             cur.execute(self._sql("lock_descendants"), {"id": params["id"]})
             return len(cur.execute(self._sql("requeue_descendants"), params).fetchall())
 
+    def await_job(self, job_id: ULID) -> JobRecord | None:
+        """Mark the job awaited, so that the transaction finishing it notifies the channel
+        of finished jobs, and read it afterwards; None if no job has this id. Call it once
+        listening: a job that finishes after this is heard, one that finished before is
+        read finished. Waits while a finishing transaction holds the job's row."""
+        rows = self._fetch("await_job", {"id": job_id.to_uuid()})
+        if rows:
+            return JobRecord.from_row(rows[0])
+        # Finished, marked by another waiter, or unknown: this later statement reads what
+        # the mark's lock waited for.
+        return self.get(job_id)
+
     def finished_jobs(self, job_ids: Sequence[ULID]) -> list[JobRecord]:
         """Those of ``job_ids`` that have finished (completed, dead or cancelled)."""
         if not job_ids:

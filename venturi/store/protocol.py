@@ -98,6 +98,11 @@ class Store(Protocol):
         """Jobs with parents (parents first) in one transaction; see `PostgresStore`."""
         ...
 
+    def await_job(self, job_id: ULID) -> JobRecord | None:
+        """Mark the job awaited (its finishing transaction notifies the channel of
+        finished jobs) and read it afterwards; None if no job has this id."""
+        ...
+
     def finished_jobs(self, job_ids: Sequence[ULID]) -> list[JobRecord]: ...
 
     def requeue_with_children(self, job_id: JobId, note: str | None = None) -> int | None:
@@ -205,7 +210,8 @@ class Store(Protocol):
     def notifier(self) -> Notifier: ...
 
     def finished_notifier(self) -> Notifier:
-        """A listener on the channel every transaction that finishes jobs notifies once."""
+        """A listener on the channel of finished jobs (notified by a transaction that
+        finishes an awaited job, once)."""
         ...
 
     def notify(self, payload: str) -> None: ...
