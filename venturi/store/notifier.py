@@ -8,6 +8,7 @@ import os
 import select
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -27,6 +28,11 @@ PING_INTERVAL = 15.0
 # stopped forwarding never answers, and its kernel still ACKs (so neither keepalives nor
 # tcp_user_timeout fire): without a deadline the ping, and the dispatcher, would hang.
 PING_TIMEOUT = 5.0
+# How long after the server last answered on the connection (a notification, a ping, a
+# borrowed statement) `borrowed` still lends it. A connection cut off silently never
+# answers, and a statement on it would block its caller: one that just answered is as
+# alive as a pooled connection. Past this, the borrower takes a pooled one.
+FRESH_FOR = 1.0
 _RECONNECT_BACKOFF = retrying.Backoff(base=0.1, cap=5.0)
 _KEEPALIVES: dict[str, Any] = {
     "keepalives": 1,
@@ -59,7 +65,10 @@ class PostgresNotifier:
         self._listen = "listen_done" if finished else "listen"
         self._unlisten = "unlisten_done" if finished else "unlisten"
         self._conninfo = conninfo
-        self._kwargs = {**_KEEPALIVES, **kwargs, "autocommit": True}
+        # A pooling proxy makes the notifier poll (`connect`), so this connection always
+        # leads to the server itself: server-side prepared statements are safe on it,
+        # whatever the pool's setting (a `borrowed` claim is prepared).
+        self._kwargs = {**_KEEPALIVES, **kwargs, "autocommit": True, "prepare_threshold": 5}
         self._prefix = prefix
         self._conn: psycopg.Connection[Any] | None = None
         self._wake_r, self._wake_w = os.pipe()
@@ -71,6 +80,8 @@ class PostgresNotifier:
         # sockets, so nothing may write to, read from or close them again.
         self._lock = threading.Lock()
         self._waiting = False
+        self._notified = False  # a notification collected after a borrowed statement
+        self._fresh_until = 0.0
         self._polling = False
         self._failures = 0
         self._last_activity = 0.0
@@ -153,11 +164,13 @@ class PostgresNotifier:
     def _wait_connected(self, timeout: float) -> bool:
         conn = self._conn
         assert conn is not None
-        if self._collect(conn):
+        if self._notified or self._collect(conn):
+            self._notified = False
             return True
         if time.monotonic() - self._last_activity > PING_INTERVAL:
             notified = _ping(conn, PING_TIMEOUT)
             self._last_activity = time.monotonic()
+            self._fresh_until = self._last_activity + FRESH_FOR
             if notified or self._collect(conn):
                 return True
         ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], timeout)
@@ -174,6 +187,7 @@ class PostgresNotifier:
             received = True
         if received:
             self._last_activity = time.monotonic()
+            self._fresh_until = self._last_activity + FRESH_FOR
         if conn.closed or conn.broken:
             raise psycopg.OperationalError("listener connection closed")
         return received
@@ -207,6 +221,44 @@ class PostgresNotifier:
         self._failures = 0
         self.reconnects += 1
         return True
+
+    @contextlib.contextmanager
+    def borrowed(self) -> Iterator[psycopg.Connection[Any] | None]:
+        """The LISTEN connection for statements of the thread that calls `wait`, or None
+        (then use a pooled one): when not listening, or when the server has not answered
+        on it within `FRESH_FOR` seconds. The dispatcher claims on it right after a
+        notification woke it: no pool checkout, and the claim can be prepared.
+
+        Notifications that arrive meanwhile are collected afterwards, and the next
+        `wait` returns True at once. A `close` from another thread meanwhile leaves the
+        connection to be closed here, after the statement.
+        """
+        with self._lock:
+            conn = self._conn
+            usable = (
+                conn is not None
+                and not self._closed.is_set()
+                and time.monotonic() < self._fresh_until
+                and not conn.closed
+                and not conn.broken
+            )
+            if usable:
+                self._waiting = True
+        if not usable:
+            yield None
+            return
+        assert conn is not None
+        try:
+            yield conn
+            self._last_activity = time.monotonic()
+            self._fresh_until = self._last_activity + FRESH_FOR
+            with contextlib.suppress(psycopg.Error):  # a lost connection: `wait` sees it
+                self._notified = self._collect(conn) or self._notified
+        finally:
+            with self._lock:
+                self._waiting = False
+                if self._closed.is_set():
+                    self._release()
 
     def wake(self) -> None:
         """Make a `wait` in progress (or the next one) return at once."""

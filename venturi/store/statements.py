@@ -99,6 +99,17 @@ def run_statement(
         return cur.fetchall() if cur.description else []
 
 
+def run_prepared(
+    conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """Run one statement as a server-side prepared statement (planned once per
+    connection) on an autocommit connection straight to the server, never one behind a
+    transaction-pooling proxy. Errors become venturi's (`mapped_errors`)."""
+    with mapped_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(query, params, prepare=True)
+        return cur.fetchall() if cur.description else []
+
+
 def run_read(
     conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
 ) -> list[tuple[Any, ...]]:
