@@ -259,7 +259,7 @@ class PostgresStore(FlowControl, Scheduling, Dependencies):
         if conn is None:
             rows = self._fetch("claim", params)
         else:
-            rows = run_prepared(conn, sqlfiles.query("claim", self.prefix), params)
+            rows = run_prepared(conn, sqlfiles.statement("claim", self.prefix), params)
         jobs.extend(JobRecord.from_row(row) for row in rows)
         return _in_claim_order(jobs)
 

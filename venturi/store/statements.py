@@ -84,7 +84,9 @@ def check_batch(batch: object, operation: str) -> None:
 
 
 def run_statement(
-    conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
+    conn: psycopg.Connection[Any],
+    query: sql.Composed | bytes,
+    params: dict[str, Any] | None = None,
 ) -> list[tuple[Any, ...]]:
     """Run one statement. Pool connections autocommit, or (a borrowed pool's) commit when
     `ConnectionPool.connection` returns them, so each statement is its own transaction.
@@ -100,7 +102,7 @@ def run_statement(
 
 
 def run_prepared(
-    conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any]
+    conn: psycopg.Connection[Any], query: sql.Composed | bytes, params: dict[str, Any]
 ) -> list[tuple[Any, ...]]:
     """Run one statement as a server-side prepared statement (planned once per
     connection) on an autocommit connection straight to the server, never one behind a
