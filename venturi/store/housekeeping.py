@@ -31,7 +31,7 @@ from venturi.prefix import Prefix
 from venturi.store import migrations, retrying, sqlfiles
 from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn
 from venturi.store.notifier import PostgresNotifier
-from venturi.store.statements import check_batch, run_prepared, run_read, run_statement
+from venturi.store.statements import check_batch, run_read, run_statement
 
 
 class Housekeeping:
@@ -104,34 +104,22 @@ class Housekeeping:
         return self._next_visible(kinds, priority_floor)[0]
 
     def seconds_until_visible(
-        self,
-        kinds: Sequence[str],
-        priority_floor: int | None = None,
-        *,
-        conn: psycopg.Connection[Any] | None = None,
+        self, kinds: Sequence[str], priority_floor: int | None = None
     ) -> float | None:
         """Database-clock seconds until a pending job of ``kinds`` at or above
-        ``priority_floor`` is due (0 if one is already); None when none is pending. On
-        ``conn`` if given (straight to the server) as a prepared statement."""
-        visible_at, now = self._next_visible(kinds, priority_floor, conn)
+        ``priority_floor`` is due (0 if one is already); None when none is pending."""
+        visible_at, now = self._next_visible(kinds, priority_floor)
         if visible_at is None or now is None:
             return None
         return max(0.0, (visible_at - now).total_seconds())
 
     def _next_visible(
-        self,
-        kinds: Sequence[str],
-        priority_floor: int | None,
-        conn: psycopg.Connection[Any] | None = None,
+        self, kinds: Sequence[str], priority_floor: int | None
     ) -> tuple[datetime | None, datetime | None]:
         if not kinds:
             return None, None
         floor = SMALLINT_MIN if priority_floor is None else priority_floor
-        params = {"kinds": list(kinds), "priority_floor": floor}
-        if conn is None:
-            rows = self._fetch("next_visible_at", params)
-        else:
-            rows = run_prepared(conn, sqlfiles.statement("next_visible_at", self.prefix), params)
+        rows = self._fetch("next_visible_at", {"kinds": list(kinds), "priority_floor": floor})
         return (rows[0][0], rows[0][1]) if rows else (None, None)
 
     # -- schema -----------------------------------------------------------------------

@@ -198,11 +198,7 @@ class Store(Protocol):
     ) -> datetime | None: ...
 
     def seconds_until_visible(
-        self,
-        kinds: Sequence[str],
-        priority_floor: int | None = None,
-        *,
-        conn: Connection[Any] | None = None,
+        self, kinds: Sequence[str], priority_floor: int | None = None
     ) -> float | None: ...
 
     def sibling(self, pool_size: int = 1) -> Store: ...

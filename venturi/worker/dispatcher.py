@@ -167,8 +167,7 @@ class Dispatcher:
         limited = self.flow.limited
         plain = [kind for kind in self.leases if kind not in limited]
         try:
-            with self.notifier.borrowed() as conn:  # prepared there, as the claim
-                seconds = self.store.seconds_until_visible(plain, self.priority_floor, conn=conn)
+            seconds = self.store.seconds_until_visible(plain, self.priority_floor)
             if limited & self.leases.keys():
                 wait = self._limited_wait()
                 seconds = wait if seconds is None else min(seconds, wait)
