@@ -12,7 +12,6 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-import venturi.store.notifier
 from tests.support import wait_until
 from venturi.models import NewJob
 from venturi.store import sqlfiles
@@ -202,15 +201,20 @@ def test_a_claim_on_the_borrowed_connection_is_prepared_and_misses_no_notificati
     assert notifier.wait(0) is False
 
 
-def test_a_connection_quiet_for_too_long_is_not_lent(
-    store: PostgresStore, notifier: PostgresNotifier, monkeypatch: pytest.MonkeyPatch
+def test_only_the_first_statement_after_a_notification_borrows(
+    store: PostgresStore, notifier: PostgresNotifier
 ) -> None:
-    # It may have been cut off silently (no answer ever comes): a statement would hang.
-    monkeypatch.setattr(venturi.store.notifier, "FRESH_FOR", 0.0)
+    # A connection cut off silently never answers, and a statement on it would block
+    # its caller: only one that just delivered a notification is lent, and only once.
+    assert notifier.wait(0) is False
+    with notifier.borrowed() as conn:
+        assert conn is None, "lent with no notification"
     store.notify("wake")
     assert notifier.wait(30) is True
     with notifier.borrowed() as conn:
-        assert conn is None
+        assert conn is not None
+    with notifier.borrowed() as again:
+        assert again is None, "lent twice for one notification"
 
 
 def test_a_polling_notifier_lends_nothing(store: PostgresStore, notifier: PostgresNotifier) -> None:

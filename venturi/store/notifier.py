@@ -28,11 +28,6 @@ PING_INTERVAL = 15.0
 # stopped forwarding never answers, and its kernel still ACKs (so neither keepalives nor
 # tcp_user_timeout fire): without a deadline the ping, and the dispatcher, would hang.
 PING_TIMEOUT = 5.0
-# How long after the server last answered on the connection (a notification, a ping, a
-# borrowed statement) `borrowed` still lends it. A connection cut off silently never
-# answers, and a statement on it would block its caller: one that just answered is as
-# alive as a pooled connection. Past this, the borrower takes a pooled one.
-FRESH_FOR = 1.0
 _RECONNECT_BACKOFF = retrying.Backoff(base=0.1, cap=5.0)
 _KEEPALIVES: dict[str, Any] = {
     "keepalives": 1,
@@ -81,7 +76,9 @@ class PostgresNotifier:
         self._lock = threading.Lock()
         self._waiting = False
         self._notified = False  # a notification collected after a borrowed statement
-        self._fresh_until = 0.0
+        # True from a `wait` that notifications ended until the one statement `borrowed`
+        # lends the connection for (see there).
+        self._lendable = False
         self._polling = False
         self._failures = 0
         self._last_activity = 0.0
@@ -148,6 +145,7 @@ class PostgresNotifier:
                     self._release()  # `close` came while we waited and left this to us
 
     def _wait(self, timeout: float) -> bool:
+        self._lendable = False
         if self._polling:
             ready, _, _ = select.select([self._wake_r], [], [], max(0.0, timeout))
             if ready:
@@ -166,19 +164,21 @@ class PostgresNotifier:
         assert conn is not None
         if self._notified or self._collect(conn):
             self._notified = False
+            self._lendable = True
             return True
         if time.monotonic() - self._last_activity > PING_INTERVAL:
             notified = _ping(conn, PING_TIMEOUT)
             self._last_activity = time.monotonic()
-            self._fresh_until = self._last_activity + FRESH_FOR
             if notified or self._collect(conn):
+                self._lendable = True
                 return True
         ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], timeout)
         if self._wake_r in ready:
             self._drain_wake()
             return False
         if ready:
-            return self._collect(conn)
+            self._lendable = self._collect(conn)
+            return self._lendable
         return False
 
     def _collect(self, conn: psycopg.Connection[Any]) -> bool:
@@ -187,7 +187,6 @@ class PostgresNotifier:
             received = True
         if received:
             self._last_activity = time.monotonic()
-            self._fresh_until = self._last_activity + FRESH_FOR
         if conn.closed or conn.broken:
             raise psycopg.OperationalError("listener connection closed")
         return received
@@ -224,10 +223,14 @@ class PostgresNotifier:
 
     @contextlib.contextmanager
     def borrowed(self) -> Iterator[psycopg.Connection[Any] | None]:
-        """The LISTEN connection for statements of the thread that calls `wait`, or None
-        (then use a pooled one): when not listening, or when the server has not answered
-        on it within `FRESH_FOR` seconds. The dispatcher claims on it right after a
-        notification woke it: no pool checkout, and the claim can be prepared.
+        """The LISTEN connection for one statement of the thread that calls `wait`, right
+        after a `wait` that notifications ended; otherwise None (use a pooled one). The
+        dispatcher claims on it when a NOTIFY woke it: no pool checkout, and the claim
+        can be prepared.
+
+        Only then, and for that one statement: a statement has no deadline, and one sent
+        on a connection cut off silently would block its caller for good; one that
+        delivered a notification this very moment is as alive as a pooled connection.
 
         Notifications that arrive meanwhile are collected afterwards, and the next
         `wait` returns True at once. A `close` from another thread meanwhile leaves the
@@ -236,12 +239,13 @@ class PostgresNotifier:
         with self._lock:
             conn = self._conn
             usable = (
-                conn is not None
+                self._lendable
+                and conn is not None
                 and not self._closed.is_set()
-                and time.monotonic() < self._fresh_until
                 and not conn.closed
                 and not conn.broken
             )
+            self._lendable = False
             if usable:
                 self._waiting = True
         if not usable:
@@ -251,7 +255,6 @@ class PostgresNotifier:
         try:
             yield conn
             self._last_activity = time.monotonic()
-            self._fresh_until = self._last_activity + FRESH_FOR
             with contextlib.suppress(psycopg.Error):  # a lost connection: `wait` sees it
                 self._notified = self._collect(conn) or self._notified
         finally:
