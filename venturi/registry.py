@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any, Final, Generic, ParamSpec, Protocol, TypedDict, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypedDict, TypeVar
 
 import attrs
 import psycopg
@@ -98,9 +98,8 @@ def _payload_signature(definition: JobDefinition) -> inspect.Signature:
     return signature
 
 
-# At most this many fitting key sets are remembered per kind (payloads with keys that
-# vary without end would otherwise grow the set for ever).
-_REMEMBERED_KEY_SETS: Final = 256
+def _payload_keys(definition: JobDefinition) -> PayloadKeys | None:
+    return PayloadKeys.of(definition.signature)
 
 
 @attrs.frozen
@@ -125,10 +124,8 @@ class JobDefinition:
     signature: inspect.Signature = attrs.field(
         init=False, default=attrs.Factory(_payload_signature, takes_self=True)
     )
-    # Key sets known to fit the handler: binding depends on the names alone, and one
-    # kind's payloads mostly share a few shapes, so each shape is bound once.
-    _fitting_keys: set[tuple[str, ...]] = attrs.field(
-        init=False, factory=set, eq=False, hash=False, repr=False
+    _keys: PayloadKeys | None = attrs.field(
+        init=False, default=attrs.Factory(_payload_keys, takes_self=True)
     )
 
     @transactional.validator
@@ -169,9 +166,8 @@ class JobDefinition:
 
     def check_payload(self, payload: Mapping[str, Any]) -> None:
         """Raise `InvalidJob` if the payload's keys do not fit the handler's parameters."""
-        keys = tuple(payload)
-        if keys in self._fitting_keys:
-            return
+        if self._keys is not None and self._keys.fit(payload):
+            return  # what `Signature.bind` would accept, decided by two set comparisons
         try:
             self.signature.bind(**payload)
         except TypeError as exc:
@@ -180,8 +176,35 @@ class JobDefinition:
             raise InvalidJob(
                 f"payload for {self.kind!r} does not fit {name}{self.signature}: {problems}"
             ) from None
-        if len(self._fitting_keys) < _REMEMBERED_KEY_SETS:
-            self._fitting_keys.add(keys)
+
+
+@attrs.frozen
+class PayloadKeys:
+    """The payload keys a handler takes, for signatures whose parameters are all keyword
+    parameters (or ``*args``, ``**kwargs``): there a payload fits exactly when it names
+    every required one and nothing else (anything, with ``**kwargs``)."""
+
+    names: frozenset[str]
+    required: frozenset[str]
+    takes_any: bool
+
+    @classmethod
+    def of(cls, signature: inspect.Signature) -> PayloadKeys | None:
+        """The keys of ``signature``; None when it has a positional-only parameter."""
+        params = signature.parameters.values()
+        if any(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in params):
+            return None
+        keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        named = [p for p in params if p.kind in keyword_kinds]
+        return cls(
+            frozenset(p.name for p in named),
+            frozenset(p.name for p in named if p.default is inspect.Parameter.empty),
+            any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params),
+        )
+
+    def fit(self, payload: Mapping[str, Any]) -> bool:
+        keys = payload.keys()
+        return self.required <= keys and (self.takes_any or keys <= self.names)
 
 
 def _payload_problems(signature: inspect.Signature, payload: Mapping[str, Any]) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 
 from venturi.bench.ceilings import Ceilings
 from venturi.bench.support import BenchFailure, BenchSettings, compose
-from venturi.bench.worker import drive
+from venturi.bench.worker import drive, latency
 from venturi.bench.workloads import VenturiBench
 
 JOBS = 20
@@ -94,10 +94,13 @@ def phantom(bench: VenturiBench) -> VenturiBench:
 
 
 def _round(bench: VenturiBench, workload: str) -> Callable[[int], dict[str, float]]:
-    """One round of ``workload`` at a given concurrency: drain, latency, or processes
-    (one worker process, as `venturi bench --processes 1` drives it)."""
+    """One round of ``workload`` at a given concurrency: drain, latency, processes (one
+    worker process, as `venturi bench --processes 1` drives it) or deployed_latency (the
+    latency of a worker in a process of its own)."""
     if workload == "processes":
         return lambda concurrency: drive(bench, 1, concurrency, JOBS)
+    if workload == "deployed_latency":
+        return lambda concurrency: latency(bench, concurrency)
     step: Callable[[int], dict[str, float]] = getattr(bench, workload)
     return step
 
@@ -111,10 +114,9 @@ def test_an_extra_pending_row_after_enqueueing_fails_the_pending_count(
         step()
 
 
-@pytest.mark.parametrize("workload", ["drain", "latency"])
-def test_a_duplicated_execution_fails_the_in_process_ledger(
-    phantom: VenturiBench, workload: str
-) -> None:
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("workload", ["drain", "latency", "deployed_latency"])
+def test_a_duplicated_execution_fails_the_ledger(phantom: VenturiBench, workload: str) -> None:
     with pytest.raises(BenchFailure, match=r"jobs \[0\] ran more than once"):
         _round(phantom, workload)(4)
 
@@ -128,7 +130,7 @@ def test_a_duplicated_execution_fails_the_worker_processes_run_count(
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("workload", ["drain", "latency", "processes"])
+@pytest.mark.parametrize("workload", ["drain", "latency", "processes", "deployed_latency"])
 def test_a_journal_row_written_twice_during_a_round_fails_verify(
     bench: VenturiBench, workload: str
 ) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.support import wait_until
 from venturi.models import NewJob
+from venturi.store import sqlfiles
 from venturi.store.notifier import PostgresNotifier
 from venturi.store.postgres import PostgresStore
 
@@ -176,3 +177,64 @@ def test_stop_listening_unlistens_closes_and_leaves_wait_a_sleep(
     notifier.wake()
     thread.join(5)
     assert not thread.is_alive(), "wake did not end a polling wait"
+
+
+def _notify_on(conn: psycopg.Connection[object], store: PostgresStore) -> None:
+    """A NOTIFY on the listener's own connection: its answer carries the notification."""
+    conn.execute(sqlfiles.query("notify", store.prefix), {"payload": "own"})
+
+
+def test_a_claim_on_the_borrowed_connection_is_prepared_and_misses_no_notification(
+    store: PostgresStore, notifier: PostgresNotifier
+) -> None:
+    store.enqueue(NewJob("k"))
+    assert notifier.wait(30) is True, "the enqueue's notification"
+    with notifier.borrowed() as conn:
+        assert conn is not None, "just answered: lent"
+        assert conn.info.backend_pid == notifier.backend_pid()
+        [job] = store.claim("w", {"k": 60.0}, 5, conn=conn)
+        prepared = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+        assert prepared is not None and prepared[0] == 1, "the claim is a prepared statement"
+        _notify_on(conn, store)  # arrives during the borrow
+    assert store.get(job.id) is not None and job.status == "claimed"
+    assert notifier.wait(0) is True, "the notification that came during the borrow"
+    assert notifier.wait(0) is False
+
+
+def test_only_the_first_statement_after_a_notification_borrows(
+    store: PostgresStore, notifier: PostgresNotifier
+) -> None:
+    # A connection cut off silently never answers, and a statement on it would block
+    # its caller: only one that just delivered a notification is lent, and only once.
+    assert notifier.wait(0) is False
+    with notifier.borrowed() as conn:
+        assert conn is None, "lent with no notification"
+    store.notify("wake")
+    assert notifier.wait(30) is True
+    with notifier.borrowed() as conn:
+        assert conn is not None
+    with notifier.borrowed() as again:
+        assert again is None, "lent twice for one notification"
+
+
+def test_a_polling_notifier_lends_nothing(store: PostgresStore, notifier: PostgresNotifier) -> None:
+    store.notify("wake")
+    assert notifier.wait(30) is True
+    notifier.stop_listening()
+    with notifier.borrowed() as conn:
+        assert conn is None
+
+
+def test_close_during_a_borrow_closes_the_connection_after_it(
+    store: PostgresStore, notifier: PostgresNotifier
+) -> None:
+    store.notify("wake")
+    assert notifier.wait(30) is True
+    with notifier.borrowed() as conn:
+        assert conn is not None
+        notifier.close()
+        assert not conn.closed, "closed under the borrower's feet"
+        conn.execute("SELECT 1")
+    assert conn.closed
+    with notifier.borrowed() as again:
+        assert again is None

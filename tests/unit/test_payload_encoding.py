@@ -1,5 +1,5 @@
 """The payload's JSON text is exactly what json.dumps makes with venturi's options, and a
-kind's handler signature is bound once per key set, never wrongly remembered."""
+kind's payload keys are still checked against its handler on every enqueue."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from venturi import registry
 from venturi.errors import InvalidJob, InvalidPayload
 from venturi.payload import encode_json, encode_payload
 from venturi.registry import JobDefinition
@@ -56,24 +55,14 @@ def _definition() -> JobDefinition:
     return JobDefinition("mail", send)
 
 
-def test_a_fitting_key_set_is_remembered_and_others_are_still_checked() -> None:
+def test_every_payload_is_checked_against_the_handler() -> None:
     definition = _definition()
     definition.check_payload({"to": "a"})
-    definition.check_payload({"to": "b"})  # the same keys: no second binding needed
+    definition.check_payload({"to": "b"})
     with pytest.raises(InvalidJob, match="missing required keys 'to'"):
         definition.check_payload({"subject": "s"})
     with pytest.raises(InvalidJob, match="unexpected keys 'cc'"):
         definition.check_payload({"to": "a", "cc": "b"})
     definition.check_payload({"subject": "s", "to": "a"})
-    assert definition._fitting_keys == {("to",), ("subject", "to")}
-
-
-def test_the_remembered_key_sets_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "_REMEMBERED_KEY_SETS", 2)
-
-    def anything(**fields: Any) -> None: ...
-
-    definition = JobDefinition("any", anything)
-    for name in ("a", "b", "c", "d"):
-        definition.check_payload({name: 1})
-    assert definition._fitting_keys == {("a",), ("b",)}
+    with pytest.raises(InvalidJob, match="unexpected keys 'cc'"):
+        definition.check_payload({"to": "a", "cc": "b"})  # a refused shape stays refused

@@ -42,6 +42,19 @@ def test_every_file_composes_with_no_placeholder_left(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", OPERATIONS)
+def test_every_operation_is_ascii_so_its_composed_bytes_suit_any_client_encoding(
+    name: str,
+) -> None:
+    text = sqlfiles.text(name)
+    assert text.isascii(), (
+        f"{name}.sql holds non-ASCII text: {set(text) - set(map(chr, range(128)))}"
+    )
+    statement = sqlfiles.statement(name, PREFIX)
+    assert statement == sqlfiles.query(name, PREFIX).as_string().encode("ascii")
+    assert sqlfiles.statement(name, PREFIX) is statement, "composed once"
+
+
+@pytest.mark.parametrize("name", OPERATIONS)
 def test_every_operation_file_has_a_header_and_one_statement(name: str) -> None:
     text = sqlfiles.text(name)
     header = [line for line in text.splitlines() if line.startswith("--")]

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
 
 from tests.support import Probe, postgres_store, wait_until
 from venturi import Queue, Worker
+from venturi.models import JobRecord
 from venturi.prefix import Prefix
 from venturi.store.notifier import PostgresNotifier
 from venturi.store.postgres import PostgresStore
@@ -45,6 +47,34 @@ def test_an_enqueue_wakes_an_idle_worker(queue: Queue, listening_worker: Worker)
     for n in range(3):
         job_id = queue.enqueue("ping", {"n": n})
         wait_until(completed(queue, job_id), timeout=QUICK, what=f"job {n} to run")
+
+
+def test_a_woken_worker_claims_on_its_listener_connection(
+    queue: Queue, start_worker: Callable[..., Worker]
+) -> None:
+    @queue.job("ping")
+    def ping(n: int) -> int:
+        return n
+
+    store = postgres_store(queue)
+    claimed_on: list[int | None] = []
+    plain_claim = store.claim
+
+    def watched_claim(*args: Any, **options: Any) -> list[JobRecord]:
+        conn = options.get("conn")
+        jobs = plain_claim(*args, **options)
+        if jobs:
+            claimed_on.append(None if conn is None else conn.info.backend_pid)
+        return jobs
+
+    store.claim = watched_claim  # type: ignore[method-assign]
+    worker = start_worker(poll_interval=POLL)
+    wait_until(lambda: worker.listening, timeout=QUICK, what="the listener's self-probe")
+    notifier = worker.notifier
+    assert isinstance(notifier, PostgresNotifier)
+    job_id = queue.enqueue("ping", {"n": 1})
+    wait_until(completed(queue, job_id), timeout=QUICK, what="the job to run")
+    assert claimed_on == [notifier.backend_pid()], "claimed on a pooled connection"
 
 
 def test_a_delayed_job_runs_when_due_without_any_notify(

@@ -25,7 +25,7 @@ from venturi.bench.ceilings import CEILING_BATCH, Ceilings
 from venturi.bench.pruning import PruneBench
 from venturi.bench.report import PREPARED_SUFFIX
 from venturi.bench.support import BenchFailure, BenchSettings
-from venturi.bench.worker import cpu_ceiling, drive, loops_for
+from venturi.bench.worker import cpu_ceiling, drive, latency, loops_for
 from venturi.bench.workloads import VenturiBench
 
 WORKLOADS = (
@@ -41,6 +41,8 @@ WORKLOADS = (
     "cpu",
 )
 DRAIN_CONCURRENCIES = (1, 4, 16)
+# Handler threads of the worker process whose pick-up latency the "latency" workload takes.
+LATENCY_CONCURRENCIES = (1, 16)
 # The "limited" workload drains a kind limited to this many running jobs at concurrency 16,
 # and one limited to SLOW_LIMIT whose jobs take SLOW_JOB_SECONDS, against the most those
 # places can run (SLOW_LIMIT / SLOW_JOB_SECONDS jobs/s).
@@ -95,7 +97,9 @@ def _groups(
                 ]
             )
     if "latency" in workloads:
-        groups.append([main.latency])
+        # As deployed (a worker process of its own), and the secondary in-process figure.
+        deployed = [functools.partial(latency, main, c) for c in LATENCY_CONCURRENCIES]
+        groups.append([*deployed, main.latency])
     if backlog is not None:
         steps: list[Step] = [functools.partial(backlog.drain, 16, "backlog.c16")]
         if "drain" not in workloads:
@@ -315,7 +319,8 @@ def bench_command(
     """Benchmark venturi against raw-SQL ceilings on the same server.
 
     Workloads: enqueue (one transaction each), enqueue-many, drain at concurrency 1, 4
-    and 16, latency (enqueue commit to handler start on an idle worker), drain beside a
+    and 16, latency (enqueue commit to handler start on an idle worker in a process of its
+    own at concurrency 1 and 16, and in this process at 4), drain beside a
     backlog of pending rows, drain at concurrency 16 of a kind limited to 8 running jobs
     (every claim takes the limited path) and of one limited to 3 with 10 ms jobs (against
     the 300 jobs/s its places allow), a transactional kind's drain at concurrency 1 and 16

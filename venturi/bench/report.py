@@ -60,10 +60,17 @@ PREPARED_COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = tuple(
     )
 )
 # (label, series, upper limit): absolute targets.
+# Latency: enqueue commit to handler start, the worker in a process of its own (as
+# deployed) at concurrency 1 and 16, and in the bench's own process at 4.
 LIMITS: tuple[tuple[str, str, float], ...] = (
-    ("latency p50", "latency.p50", 2.0),
-    ("latency p95", "latency.p95", float("inf")),
-    ("latency p99", "latency.p99", 5.0),
+    ("latency p50, worker process, c1", "latency.c1.p50", 1.2),
+    ("latency p95, worker process, c1", "latency.c1.p95", float("inf")),
+    ("latency p99, worker process, c1", "latency.c1.p99", 2.5),
+    ("latency p50, worker process, c16", "latency.c16.p50", float("inf")),
+    ("latency p95, worker process, c16", "latency.c16.p95", float("inf")),
+    ("latency p99, worker process, c16", "latency.c16.p99", 3.0),
+    ("latency p50, in-process worker, c4", "latency.inprocess.c4.p50", float("inf")),
+    ("latency p99, in-process worker, c4", "latency.inprocess.c4.p99", float("inf")),
     ("peak RSS, c16 worker process", "rss.c16", 60.0),
 )
 CEILING_LABELS = {

@@ -62,17 +62,25 @@ class BenchSettings:
         return cls(dsn, **{**sizes, **overrides})
 
 
+def clock() -> float:
+    """Seconds on CLOCK_MONOTONIC: one system-wide clock on Linux, so a time read in a
+    worker process compares with one read in the bench's own process."""
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
 class Ledger:
-    """Records which job numbers ran and when their handler started (monotonic clock).
+    """Records which job numbers ran and when their handler started (`clock`).
 
     Handlers call `record` from worker threads; `check` proves each of ``expected``
-    numbers ran exactly once.
+    numbers ran exactly once. `starts` lists every start in order, duplicates included,
+    so a worker process can hand its ledger to the bench (`record` with ``at``).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._started: dict[int, float] = {}
         self._duplicates: list[int] = []
+        self._every: list[tuple[int, float]] = []
         self._complete = threading.Event()
         self._target = 0
 
@@ -80,12 +88,15 @@ class Ledger:
         with self._lock:
             self._started.clear()
             self._duplicates.clear()
+            self._every.clear()
             self._target = target
             self._complete.clear()
 
-    def record(self, n: int) -> None:
-        now = time.perf_counter()
+    def record(self, n: int, at: float | None = None) -> None:
+        """Job ``n``'s handler started now (or at ``at``, a `clock` reading)."""
+        now = clock() if at is None else at
         with self._lock:
+            self._every.append((n, now))
             if n in self._started:
                 self._duplicates.append(n)
             else:
@@ -96,6 +107,11 @@ class Ledger:
     def wait(self, timeout: float) -> bool:
         """Block until every expected number ran once; False after ``timeout``."""
         return self._complete.wait(timeout)
+
+    def starts(self) -> list[tuple[int, float]]:
+        """Every start recorded, in order: (job number, `clock` reading)."""
+        with self._lock:
+            return list(self._every)
 
     def started_at(self, n: int) -> float:
         with self._lock:

@@ -1,11 +1,12 @@
-"""Worker processes for `venturi bench`: a worker's peak RSS, and scaling over processes
-with no-op and CPU-bound jobs.
+"""Worker processes for `venturi bench`: pick-up latency as deployed, a worker's peak
+RSS, and scaling over processes with no-op and CPU-bound jobs.
 
-The child (``python -m venturi.bench.worker PREFIX CONCURRENCY [CPU_LOOPS]``, DSN in
-``VENTURI_DSN``) starts a worker for the bench kind, prints one ``ready`` line once it
-listens, runs jobs (each burning ``CPU_LOOPS`` loops of pure Python with `burn`, if given)
-until a line (or EOF) arrives on stdin, stops gracefully and prints one JSON line with
-the jobs it ran and its peak RSS. `drive` is the parent's side.
+The child (``python -m venturi.bench.worker PREFIX CONCURRENCY [CPU_LOOPS] [--starts]``,
+DSN in ``VENTURI_DSN``) starts a worker for the bench kind, prints one ``ready`` line once
+it listens, runs jobs (each burning ``CPU_LOOPS`` loops of pure Python with `burn`, if
+given) until a line (or EOF) arrives on stdin, stops gracefully and prints one JSON line
+with the jobs it ran, its peak RSS and, with ``--starts``, when each job's handler
+started (`venturi.bench.support.clock`). `drive` and `latency` are the parent's side.
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from typing import Any
 
-from venturi.bench.support import BENCH_KIND, BenchFailure, Countdown, wait_for
-from venturi.bench.workloads import VenturiBench
+from venturi.bench.support import BENCH_KIND, BenchFailure, Countdown, Ledger, wait_for
+from venturi.bench.workloads import VenturiBench, latency_figures
 from venturi.client import Queue
 from venturi.models import NewJob
+
+# The child's flag that asks for each handler start's time in its report.
+STARTS_FLAG = "--starts"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,13 +36,18 @@ def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     if args[0] == "burn":
         return burn_main(int(args[1]), int(args[2]))
+    record = STARTS_FLAG in args
+    args = [arg for arg in args if arg != STARTS_FLAG]
     prefix, concurrency = args[:2]
     loops = int(args[2]) if len(args) > 2 else 0
     ran = Countdown(0)
+    ledger = Ledger()
     with Queue(prefix=prefix) as queue:
 
         @queue.job(BENCH_KIND, lease=60)
         def noop(n: int) -> None:
+            if record:
+                ledger.record(n)
             if loops:
                 burn(loops)
             ran.add()
@@ -49,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdin.readline()
         finally:
             worker.stop(timeout=30)
-    print(json.dumps({"ran": ran.count, "maxrss_kb": peak_rss_kb()}), flush=True)
+    report: dict[str, Any] = {"ran": ran.count, "maxrss_kb": peak_rss_kb()}
+    if record:
+        report["starts"] = ledger.starts()
+    print(json.dumps(report), flush=True)
     return 0
 
 
@@ -132,16 +146,15 @@ def peak_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
-def drive(
-    bench: VenturiBench, processes: int, concurrency: int, count: int, cpu_loops: int = 0
-) -> dict[str, float]:
-    """Start ``processes`` worker processes, enqueue ``count`` jobs once all listen, and
-    time until every job's settlement committed (polled in SQL every 10 ms). With
-    ``cpu_loops``, each job burns that many loops: the figure is ``cpu.<N>p``."""
-    bench.reset(count)
+@contextlib.contextmanager
+def worker_processes(
+    bench: VenturiBench, processes: int, args: list[str]
+) -> Iterator[list[subprocess.Popen[str]]]:
+    """``processes`` children running ``args`` (CONCURRENCY [CPU_LOOPS] [--starts]) on
+    the bench's prefix, yielded once every one listens; any still running on the way
+    out are killed."""
     env = {**os.environ, "VENTURI_DSN": bench.settings.dsn}
-    command = [sys.executable, "-m", "venturi.bench.worker", bench.prefix, str(concurrency)]
-    command += [str(cpu_loops)] if cpu_loops else []
+    command = [sys.executable, "-m", "venturi.bench.worker", bench.prefix, *args]
     children = [
         subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)
@@ -151,6 +164,29 @@ def drive(
             assert child.stdout is not None
             if child.stdout.readline().strip() != "ready":
                 raise BenchFailure(f"a bench worker process exited early ({child.wait()})")
+        yield children
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(5)
+
+
+def stopped(children: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
+    """Tell each child to stop; their reports (jobs run, peak RSS, starts)."""
+    return [json.loads(child.communicate("stop\n", timeout=60)[0]) for child in children]
+
+
+def drive(
+    bench: VenturiBench, processes: int, concurrency: int, count: int, cpu_loops: int = 0
+) -> dict[str, float]:
+    """Start ``processes`` worker processes, enqueue ``count`` jobs once all listen, and
+    time until every job's settlement committed (polled in SQL every 10 ms). With
+    ``cpu_loops``, each job burns that many loops: the figure is ``cpu.<N>p``."""
+    bench.reset(count)
+    args = [str(concurrency)] + ([str(cpu_loops)] if cpu_loops else [])
+    with worker_processes(bench, processes, args) as children:
         wal_before = _wal_position(bench)
         bench.queue.enqueue_many([NewJob(BENCH_KIND, {"n": n}) for n in range(count)])
         started = time.perf_counter()
@@ -159,13 +195,7 @@ def drive(
         wal_bytes, write_xacts = (
             a - b for a, b in zip(_wal_position(bench), wal_before, strict=True)
         )
-        reports = [json.loads(child.communicate("stop\n", timeout=60)[0]) for child in children]
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    child.wait(5)
+        reports = stopped(children)
     what = f"{processes} worker processes"
     ran = sum(int(report["ran"]) for report in reports)
     if ran != count:
@@ -194,6 +224,27 @@ def _wal_position(bench: VenturiBench) -> tuple[int, int]:
     if row is None:
         raise BenchFailure("no WAL position from the server")
     return int(row[0]), int(row[1])
+
+
+def latency(bench: VenturiBench, concurrency: int) -> dict[str, float]:
+    """Pick-up latency as deployed: an idle worker in a process of its own with
+    ``concurrency`` handler threads, one enqueue every ``latency_interval`` s from this
+    process. Milliseconds from each enqueue's commit (its return here) to its handler's
+    first line there, both read on CLOCK_MONOTONIC (`clock`): series ``latency.c<N>``."""
+    count = bench.settings.latency_samples
+    what = f"latency, worker process c{concurrency}"
+    bench.reset(count)
+    with worker_processes(bench, 1, [str(concurrency), "0", STARTS_FLAG]) as children:
+        committed = bench.paced_enqueues(count)
+        wait_for(lambda: not bench.busy(), bench.settings.timeout, f"{what}: {count} jobs settled")
+        report = stopped(children)[0]
+    ledger = Ledger()
+    ledger.reset(count)
+    for n, at in report["starts"]:
+        ledger.record(n, at)
+    ledger.check(count, what)
+    bench.verify(count, what, ledger=False)
+    return latency_figures(f"latency.c{concurrency}", ledger, committed)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from venturi.bench.support import (
     BenchSettings,
     Countdown,
     Ledger,
+    clock,
     compose,
     fetch_one,
     new_prefix,
@@ -33,10 +34,25 @@ from venturi.models import JobRecord, NewJob, Outcome
 from venturi.settlements import Settlement
 from venturi.worker.runtime import Worker
 
+# Handler threads of the in-process latency workload's worker.
+IN_PROCESS_LATENCY_CONCURRENCY = 4
 # The backlog's future-visible rows spread over these priorities, some above the due
 # jobs' priority 0, so a claim must step past higher-priority rows that are not yet due.
 BACKLOG_PRIORITIES = 7
 BACKLOG_OTHER_KINDS = 4
+
+
+def latency_figures(series: str, ledger: Ledger, committed: list[float]) -> dict[str, float]:
+    """p50, p95 and p99 in milliseconds from each job's commit to its handler's start.
+
+    The NOTIFY can reach the worker before the enqueue's commit acknowledgement reaches
+    the enqueuing thread; such a job started within the commit itself: 0 ms."""
+    waits = [max(0.0, ledger.started_at(n) - at) * 1000 for n, at in enumerate(committed)]
+    return {
+        f"{series}.p50": percentile(waits, 0.50),
+        f"{series}.p95": percentile(waits, 0.95),
+        f"{series}.p99": percentile(waits, 0.99),
+    }
 
 
 class _Settled(WorkerEvents):
@@ -165,33 +181,34 @@ class VenturiBench:
         finally:
             worker.stop(timeout=30)
 
-    def latency(self, concurrency: int = 4) -> dict[str, float]:
-        """An idle worker; one enqueue every ``latency_interval`` s. Milliseconds from the
-        enqueue's commit (its return) to the handler's start, both read in this process."""
+    def latency(self, concurrency: int = IN_PROCESS_LATENCY_CONCURRENCY) -> dict[str, float]:
+        """The secondary latency figure: the worker in this process (``concurrency``
+        handler threads, idle), one enqueue every ``latency_interval`` s; milliseconds
+        from the enqueue's commit (its return) to the handler's first line. A deployed
+        worker runs in a process of its own: `venturi.bench.worker.latency` measures that."""
         count = self.settings.latency_samples
         self.reset(count)
         settled = _Settled(count)
         worker = self._started_worker(concurrency, settled)
-        committed: list[float] = []
-        pace = threading.Event()
         try:
-            for n in range(count):
-                self.queue.enqueue(BENCH_KIND, {"n": n})
-                committed.append(time.perf_counter())
-                pace.wait(self.settings.latency_interval)
+            committed = self.paced_enqueues(count)
             if not settled.countdown.done.wait(self.settings.timeout):
                 raise BenchFailure(f"latency: {settled.countdown.count} of {count} settled")
         finally:
             worker.stop(timeout=30)
         self.verify(count, "latency")
-        # The NOTIFY can reach the worker before the enqueue's commit acknowledgement
-        # reaches this thread; such a job started within the commit itself: 0 ms.
-        waits = [max(0.0, self.ledger.started_at(n) - committed[n]) * 1000 for n in range(count)]
-        return {
-            "latency.p50": percentile(waits, 0.50),
-            "latency.p95": percentile(waits, 0.95),
-            "latency.p99": percentile(waits, 0.99),
-        }
+        return latency_figures(f"latency.inprocess.c{concurrency}", self.ledger, committed)
+
+    def paced_enqueues(self, count: int) -> list[float]:
+        """Enqueue jobs 0 to ``count - 1``, one every ``latency_interval`` s; returns
+        each enqueue's commit time (when `Queue.enqueue` returned, by `clock`)."""
+        committed: list[float] = []
+        pace = threading.Event()
+        for n in range(count):
+            self.queue.enqueue(BENCH_KIND, {"n": n})
+            committed.append(clock())
+            pace.wait(self.settings.latency_interval)
+        return committed
 
     def _started_worker(self, concurrency: int, events: WorkerEvents) -> Worker:
         worker = self.queue.worker(concurrency=concurrency, events=events, poll_interval=5.0)

@@ -60,8 +60,8 @@ class Enqueuer:
                 f"the limit is {self.max_payload_bytes} (max_payload_bytes)"
             )
 
-    def _query(self, name: str) -> Any:
-        return sqlfiles.query(name, self.prefix)
+    def _query(self, name: str) -> bytes:
+        return sqlfiles.statement(name, self.prefix)
 
     def _first_row(
         self, conn: psycopg.Connection[Any], name: str, params: dict[str, Any]

@@ -87,7 +87,7 @@ class Housekeeping:
 
     def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self.connection() as conn:
-            return run_statement(conn, sqlfiles.query(name, self.prefix), params)
+            return run_statement(conn, sqlfiles.statement(name, self.prefix), params)
 
     def _read(
         self, name: str, params: dict[str, Any], conn: psycopg.Connection[Any] | None

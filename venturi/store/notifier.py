@@ -8,6 +8,7 @@ import os
 import select
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -59,7 +60,10 @@ class PostgresNotifier:
         self._listen = "listen_done" if finished else "listen"
         self._unlisten = "unlisten_done" if finished else "unlisten"
         self._conninfo = conninfo
-        self._kwargs = {**_KEEPALIVES, **kwargs, "autocommit": True}
+        # A pooling proxy makes the notifier poll (`connect`), so this connection always
+        # leads to the server itself: server-side prepared statements are safe on it,
+        # whatever the pool's setting (a `borrowed` claim is prepared).
+        self._kwargs = {**_KEEPALIVES, **kwargs, "autocommit": True, "prepare_threshold": 5}
         self._prefix = prefix
         self._conn: psycopg.Connection[Any] | None = None
         self._wake_r, self._wake_w = os.pipe()
@@ -71,6 +75,10 @@ class PostgresNotifier:
         # sockets, so nothing may write to, read from or close them again.
         self._lock = threading.Lock()
         self._waiting = False
+        self._notified = False  # a notification collected after a borrowed statement
+        # True from a `wait` that notifications ended until the one statement `borrowed`
+        # lends the connection for (see there).
+        self._lendable = False
         self._polling = False
         self._failures = 0
         self._last_activity = 0.0
@@ -137,6 +145,7 @@ class PostgresNotifier:
                     self._release()  # `close` came while we waited and left this to us
 
     def _wait(self, timeout: float) -> bool:
+        self._lendable = False
         if self._polling:
             ready, _, _ = select.select([self._wake_r], [], [], max(0.0, timeout))
             if ready:
@@ -153,19 +162,23 @@ class PostgresNotifier:
     def _wait_connected(self, timeout: float) -> bool:
         conn = self._conn
         assert conn is not None
-        if self._collect(conn):
+        if self._notified or self._collect(conn):
+            self._notified = False
+            self._lendable = True
             return True
         if time.monotonic() - self._last_activity > PING_INTERVAL:
             notified = _ping(conn, PING_TIMEOUT)
             self._last_activity = time.monotonic()
             if notified or self._collect(conn):
+                self._lendable = True
                 return True
         ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], timeout)
         if self._wake_r in ready:
             self._drain_wake()
             return False
         if ready:
-            return self._collect(conn)
+            self._lendable = self._collect(conn)
+            return self._lendable
         return False
 
     def _collect(self, conn: psycopg.Connection[Any]) -> bool:
@@ -207,6 +220,48 @@ class PostgresNotifier:
         self._failures = 0
         self.reconnects += 1
         return True
+
+    @contextlib.contextmanager
+    def borrowed(self) -> Iterator[psycopg.Connection[Any] | None]:
+        """The LISTEN connection for one statement of the thread that calls `wait`, right
+        after a `wait` that notifications ended; otherwise None (use a pooled one). The
+        dispatcher claims on it when a NOTIFY woke it: no pool checkout, and the claim
+        can be prepared.
+
+        Only then, and for that one statement: a statement has no deadline, and one sent
+        on a connection cut off silently would block its caller for good; one that
+        delivered a notification this very moment is as alive as a pooled connection.
+
+        Notifications that arrive meanwhile are collected afterwards, and the next
+        `wait` returns True at once. A `close` from another thread meanwhile leaves the
+        connection to be closed here, after the statement.
+        """
+        with self._lock:
+            conn = self._conn
+            usable = (
+                self._lendable
+                and conn is not None
+                and not self._closed.is_set()
+                and not conn.closed
+                and not conn.broken
+            )
+            self._lendable = False
+            if usable:
+                self._waiting = True
+        if not usable:
+            yield None
+            return
+        assert conn is not None
+        try:
+            yield conn
+            self._last_activity = time.monotonic()
+            with contextlib.suppress(psycopg.Error):  # a lost connection: `wait` sees it
+                self._notified = self._collect(conn) or self._notified
+        finally:
+            with self._lock:
+                self._waiting = False
+                if self._closed.is_set():
+                    self._release()
 
     def wake(self) -> None:
         """Make a `wait` in progress (or the next one) return at once."""

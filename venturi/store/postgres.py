@@ -14,12 +14,7 @@ from psycopg_pool import ConnectionPool
 from ulid import ULID
 
 from venturi.errors import ConfigurationError, InvalidJob, StoreUnavailable
-from venturi.models import (
-    SMALLINT_MIN,
-    JobRecord,
-    NewJob,
-    Outcome,
-)
+from venturi.models import SMALLINT_MIN, JobRecord, NewJob, Outcome
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
 from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
@@ -37,6 +32,7 @@ from venturi.store.statements import (
     Busy,
     mapped_errors,
     new_pool,
+    run_prepared,
     run_read,
     while_busy,
 )
@@ -236,11 +232,14 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing):
         leases: dict[str, float],
         limit: int,
         priority_floor: int | None = None,
+        *,
         limited: Collection[str] = (),
+        conn: psycopg.Connection[Any] | None = None,
     ) -> list[JobRecord]:
         """Claim up to ``limit`` due jobs. Kinds in ``limited`` (those with limits) are
         claimed first and within their limits; the others by the plain claim, which
-        leaves out any kind the database holds paused or limited."""
+        leaves out any kind the database holds paused or limited: on ``conn`` if given
+        (an autocommit connection straight to the server), as a prepared statement."""
         if limit < 1 or not leases:
             return []
         jobs: list[JobRecord] = []
@@ -251,16 +250,17 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing):
             limit -= len(jobs)
             if limit < 1 or not leases:
                 return _in_claim_order(jobs)
-        rows = self._fetch(
-            "claim",
-            {
-                "kinds": list(leases),
-                "leases": [float(v) for v in leases.values()],
-                "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
-                "limit": limit,
-                "worker": worker,
-            },
-        )
+        params = {
+            "kinds": list(leases),
+            "leases": [float(v) for v in leases.values()],
+            "priority_floor": SMALLINT_MIN if priority_floor is None else priority_floor,
+            "limit": limit,
+            "worker": worker,
+        }
+        if conn is None:
+            rows = self._fetch("claim", params)
+        else:
+            rows = run_prepared(conn, sqlfiles.statement("claim", self.prefix), params)
         jobs.extend(JobRecord.from_row(row) for row in rows)
         return _in_claim_order(jobs)
 

@@ -52,6 +52,11 @@ class Notifier(Protocol):
         """UNLISTEN and close; `wait` then only sleeps (or is woken)."""
         ...
 
+    def borrowed(self) -> AbstractContextManager[Connection[Any] | None]:
+        """Its connection for statements of the thread that waits, or None (use a
+        pooled one): a connection straight to the server that answered just now."""
+        ...
+
     def wake(self) -> None: ...
 
     def close(self) -> None: ...
@@ -125,11 +130,14 @@ class Store(Protocol):
         leases: dict[str, float],
         limit: int,
         priority_floor: int | None = None,
+        *,
         limited: Collection[str] = (),
+        conn: Connection[Any] | None = None,
     ) -> list[JobRecord]:
         """Claim up to ``limit`` due jobs of the kinds in ``leases``; those in ``limited``
         within their declared limits, the rest by the plain claim (which leaves out any
-        kind the database holds paused or limited)."""
+        kind the database holds paused or limited), on ``conn`` if given (a connection
+        straight to the server, such as `Notifier.borrowed`'s) as a prepared statement."""
         ...
 
     def declare_kinds(self, limits: Sequence[KindLimits], declared_by: str) -> None:

@@ -91,7 +91,9 @@ def check_batch(batch: object, operation: str) -> None:
 
 
 def run_statement(
-    conn: psycopg.Connection[Any], query: sql.Composed, params: dict[str, Any] | None = None
+    conn: psycopg.Connection[Any],
+    query: sql.Composed | bytes,
+    params: dict[str, Any] | None = None,
 ) -> list[tuple[Any, ...]]:
     """Run one statement. Pool connections autocommit, or (a borrowed pool's) commit when
     `ConnectionPool.connection` returns them, so each statement is its own transaction.
@@ -103,6 +105,17 @@ def run_statement(
             cur.adapters.register_loader("jsonb", JsonbLoader)
             cur.adapters.register_loader("json", JsonLoader)
         cur.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+
+def run_prepared(
+    conn: psycopg.Connection[Any], query: sql.Composed | bytes, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """Run one statement as a server-side prepared statement (planned once per
+    connection) on an autocommit connection straight to the server, never one behind a
+    transaction-pooling proxy. Errors become venturi's (`mapped_errors`)."""
+    with mapped_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(query, params, prepare=True)
         return cur.fetchall() if cur.description else []
 
 

@@ -134,17 +134,25 @@ class Dispatcher:
                 return 0, 0
             self._busy += free  # reserved; what the claim does not fill is returned below
         started = time.monotonic()
-        try:
-            jobs = self.store.claim(
-                self.name, self.leases, free, self.priority_floor, limited=self.flow.limited
-            )
-        except BaseException:
-            self._unreserve(free)
-            raise
-        self.prefetch.observe_claim(time.monotonic() - started)
-        self._unreserve(free - len(jobs))
-        for job in jobs:
-            self._ready.put(self._hold(job))
+        # On the listener's connection when it just delivered a notification: no pool
+        # checkout, and the claim is a prepared statement there (planned once).
+        with self.notifier.borrowed() as conn:
+            try:
+                jobs = self.store.claim(
+                    self.name,
+                    self.leases,
+                    free,
+                    self.priority_floor,
+                    limited=self.flow.limited,
+                    conn=conn,
+                )
+            except BaseException:
+                self._unreserve(free)
+                raise
+            self.prefetch.observe_claim(time.monotonic() - started)
+            self._unreserve(free - len(jobs))
+            for job in jobs:
+                self._ready.put(self._hold(job))
         return free, len(jobs)
 
     def _unreserve(self, count: int) -> None:
