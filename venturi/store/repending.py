@@ -82,6 +82,8 @@ class Repending(Housekeeping):
         database refuses for one run is undone alone (a savepoint) and its `StoreError`
         stands in its place; a passing error raises, having changed nothing. The
         statements run grouped by kind of settlement, each group in job id order."""
+        if any(settlement.action not in SETTLE_FILES for _, settlement in items):
+            raise ValueError("settle_many writes no completion (complete_many does)")
         written: dict[int, Written] = {}
         for action, name in SETTLE_FILES.items():
             mine = sorted(
@@ -93,8 +95,6 @@ class Repending(Housekeeping):
             elif mine:
                 params = [settle_params(*items[i]) for i in mine]
                 written.update(zip(mine, self._fetch_each(name, params), strict=True))
-        if len(written) != len(items):
-            raise ValueError("settle_many writes no completion (complete_many does)")
         return [written[i] for i in range(len(items))]
 
     def _repend_or_refused(self, name: str, item: tuple[Claim, Settlement]) -> Written:
