@@ -42,6 +42,8 @@ EXPECTED_SERIES = {
     "rss.c16",
     "processes.1.c16",
     "processes.2.c16",
+    "backends.1.c16",
+    "backends.2.c16",
     "cpu.1p",
     "cpu.2p",
     "cpu.ceiling.1p",
@@ -91,7 +93,7 @@ def test_quick_run_measures_every_series_each_round(quick_report: dict[str, Any]
         assert len(stats["samples"]) == quick_report["settings"]["rounds"] == 2, key
         assert stats["min"] <= stats["median"] <= stats["max"], key
         assert stats["min"] >= 0, key
-        units = {"latency": "ms", "rss": "MB", "ratio": "x"}
+        units = {"latency": "ms", "rss": "MB", "ratio": "x", "backends": "backends"}
         wanted = next((unit for part, unit in units.items() if part in key), "jobs/s")
         assert stats["unit"] == wanted, key
     assert all(series[key]["min"] > 0 for key in series if not key.startswith("latency."))

@@ -76,6 +76,8 @@ def unit_of(key: str) -> str:
         return "ms"
     if key.startswith("rss."):
         return "MB"
+    if key.startswith("backends."):
+        return "backends"
     if key.endswith(".ratio"):
         return "x"
     return "jobs/s"

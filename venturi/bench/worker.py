@@ -18,7 +18,9 @@ import subprocess
 import sys
 import time
 
-from venturi.bench.support import BENCH_KIND, BenchFailure, Countdown, wait_for
+from psycopg.conninfo import make_conninfo
+
+from venturi.bench.support import BENCH_KIND, BackendPeak, BenchFailure, Countdown, wait_for
 from venturi.bench.workloads import VenturiBench
 from venturi.client import Queue
 from venturi.models import NewJob
@@ -136,10 +138,13 @@ def drive(
     bench: VenturiBench, processes: int, concurrency: int, count: int, cpu_loops: int = 0
 ) -> dict[str, float]:
     """Start ``processes`` worker processes, enqueue ``count`` jobs once all listen, and
-    time until every job's settlement committed (polled in SQL every 10 ms). With
+    time until every job's settlement committed (polled in SQL every 10 ms), sampling the
+    children's backends meanwhile (``backends.<N>.c<C>``, their peak). With
     ``cpu_loops``, each job burns that many loops: the figure is ``cpu.<N>p``."""
     bench.reset(count)
-    env = {**os.environ, "VENTURI_DSN": bench.settings.dsn}
+    # The children's connections carry one name, so their backends can be counted.
+    name = f"venturi-bench-{bench.prefix}"
+    env = {**os.environ, "VENTURI_DSN": make_conninfo(bench.settings.dsn, application_name=name)}
     command = [sys.executable, "-m", "venturi.bench.worker", bench.prefix, str(concurrency)]
     command += [str(cpu_loops)] if cpu_loops else []
     children = [
@@ -151,10 +156,11 @@ def drive(
             assert child.stdout is not None
             if child.stdout.readline().strip() != "ready":
                 raise BenchFailure(f"a bench worker process exited early ({child.wait()})")
-        bench.queue.enqueue_many([NewJob(BENCH_KIND, {"n": n}) for n in range(count)])
-        started = time.perf_counter()
-        wait_for(lambda: not bench.busy(), bench.settings.timeout, f"{count} jobs settled")
-        elapsed = time.perf_counter() - started
+        with BackendPeak(bench.settings.dsn, name) as backends:
+            bench.queue.enqueue_many([NewJob(BENCH_KIND, {"n": n}) for n in range(count)])
+            started = time.perf_counter()
+            wait_for(lambda: not bench.busy(), bench.settings.timeout, f"{count} jobs settled")
+            elapsed = time.perf_counter() - started
         reports = [json.loads(child.communicate("stop\n", timeout=60)[0]) for child in children]
     finally:
         for child in children:
@@ -173,6 +179,7 @@ def drive(
     return {
         f"processes.{processes}.c{concurrency}": count / elapsed,
         f"rss.c{concurrency}": peak_mb,
+        f"backends.{processes}.c{concurrency}": backends.peak,
     }
 
 
