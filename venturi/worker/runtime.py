@@ -198,9 +198,8 @@ class Worker:
         return self
 
     def _build(self, leases: dict[str, float], heartbeat_every: float, flow: FlowView) -> None:
-        # Whatever the concurrency: the queue's pool serves the dispatcher and the completer
-        # (every settlement), one connection each; a side pool of one serves the short
-        # statements of heartbeat, reaper, scheduler and limits; the notifier LISTENs.
+        # Whatever the concurrency: one pooled connection each for dispatcher and completer
+        # (every settlement), a side one for heartbeat, reaper, scheduler, limits; LISTEN.
         spawn = self._supervisor.thread
         self._settler = Settler(self.store, self.held, self.events, self._force, self._fail)
         completer = self._completer = Completer(
@@ -212,7 +211,9 @@ class Worker:
             batch_size=self._completion_batch,
         )
         # A limited run's end is announced (NOTIFY) on the completer's connection too.
-        self._settler.on_run_ended = lambda job: completer.post(lambda: flow.run_ended(job))
+        self._settler.on_run_ended = lambda job: (
+            completer.post(lambda: flow.run_ended(job)) if job.kind in flow.waited else None
+        )
         self._side_store = self.store.sibling(pool_size=1)
         self._transactions = Transactions(self.store, self.concurrency, self.held.mark_ended)
         self._heartbeat = Heartbeat(self._side_store, self.held, self.events)
