@@ -55,7 +55,11 @@ def mapped_errors() -> Iterator[None]:
 def new_pool(
     conninfo: str, kwargs: dict[str, Any], size: int, timeout: float, name: str
 ) -> ConnectionPool[Any]:
-    """An unopened pool of autocommit connections: each statement is its own transaction."""
+    """An unopened pool of autocommit connections: each statement is its own transaction.
+
+    It opens one connection and grows on demand (a request that finds none idle adds one),
+    so a worker's two users of the queue's pool, its dispatcher and its completer, keep it
+    at two whatever the worker's concurrency."""
     return ConnectionPool(
         conninfo,
         min_size=1,
