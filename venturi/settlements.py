@@ -28,6 +28,15 @@ class _Keep:
 KEEP: Final = _Keep()
 
 
+class Busy(enum.Enum):
+    """Another session held the row locked: nothing changed, try again."""
+
+    BUSY = "busy"
+
+
+BUSY: Final = Busy.BUSY
+
+
 class SettleAction(enum.StrEnum):
     COMPLETE = "complete"
     RETRY = "retry"

@@ -45,6 +45,8 @@ EXPECTED_SERIES = {
         for n in (1, 2)
         for per in ("wal_bytes_per_job", "jobs_per_commit")
     ),
+    "backends.1.c16",
+    "backends.2.c16",
     "cpu.1p",
     "cpu.2p",
     "cpu.ceiling.1p",
@@ -101,6 +103,7 @@ def test_quick_run_measures_every_series_each_round(quick_report: dict[str, Any]
             "ratio": "x",
             "wal_bytes": "WAL bytes/job",
             "per_commit": "jobs/writing transaction",
+            "backends": "backends",
         }
         wanted = next((unit for part, unit in units.items() if part in key), "jobs/s")
         assert stats["unit"] == wanted, key

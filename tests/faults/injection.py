@@ -38,6 +38,7 @@ from venturi.models import JobRecord, NewJob
 from venturi.prefix import Prefix
 from venturi.settlements import BatchOutcome, Claim, Settlement
 from venturi.store.postgres import PostgresStore
+from venturi.store.repending import Written
 
 SETTING_MS: Final = 50
 
@@ -121,6 +122,10 @@ class InjectingStore(PostgresStore):
     def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self.statement(name):
             return super()._fetch(name, params)
+
+    def _fetch_each(self, name: str, params: list[dict[str, Any]]) -> list[Written]:
+        with self.statement(name):
+            return super()._fetch_each(name, params)
 
     def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
         with self.statement("enqueue"):

@@ -63,8 +63,14 @@ def test_flask_through_the_pooler(pooled_app: Flask, database_dsn: str, notes_ta
         what="every note published by the in-process worker",
     )
     queue = venturi.queue_for(pooled_app)
-    statuses = [getattr(queue.get(i), "status", None) for i in ids]
-    assert statuses == [JobStatus.COMPLETED] * NOTES
+    # A handler's writes commit before its batched completion does: wait for those too.
+    wait_until(
+        lambda: (
+            [getattr(queue.get(i), "status", None) for i in ids] == [JobStatus.COMPLETED] * NOTES
+        ),
+        timeout=10,
+        what="every publish job's completion",
+    )
     worker = venturi.worker(pooled_app)
     assert worker is not None and worker.listening
 

@@ -133,7 +133,8 @@ def _groups(
     if "rss" in workloads:
         groups.append([functools.partial(_only, "rss.", drive, main, 1, 16, s.rss_jobs)])
     for count in processes:
-        groups.append([functools.partial(_only, "processes.", drive, main, count, 16, s.jobs)])
+        figures = ("processes.", "backends.")  # throughput, and the group's peak backends
+        groups.append([functools.partial(_only, figures, drive, main, count, 16, s.jobs)])
     if "cpu" in workloads:
         for count in processes or CPU_PROCESSES:
             groups.append(
@@ -162,8 +163,11 @@ def _suffixed(suffix: str, step: Step) -> dict[str, float]:
     return {key + suffix: value for key, value in step().items()}
 
 
-def _only(prefix: str, step: Callable[..., dict[str, float]], *args: Any) -> dict[str, float]:
-    """The figures of ``step(*args)`` whose series name starts with ``prefix``."""
+def _only(
+    prefix: str | tuple[str, ...], step: Callable[..., dict[str, float]], *args: Any
+) -> dict[str, float]:
+    """The figures of ``step(*args)`` whose series name starts with ``prefix`` (or one of
+    several)."""
     return {key: value for key, value in step(*args).items() if key.startswith(prefix)}
 
 

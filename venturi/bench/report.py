@@ -93,6 +93,8 @@ def unit_of(key: str) -> str:
         return "ms"
     if key.startswith("rss."):
         return "MB"
+    if key.startswith("backends."):
+        return "backends"
     if key.endswith(".ratio"):
         return "x"
     if key.endswith(".wal_bytes_per_job"):

@@ -208,3 +208,32 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.01) 
         if time.monotonic() > deadline:
             raise BenchFailure(f"timed out after {timeout:g}s waiting for {what}")
         stop.wait(interval)
+
+
+class BackendPeak:
+    """The most backends one ``application_name`` held at once, sampled every
+    ``interval`` seconds from pg_stat_activity in a thread of its own (with its own
+    connection, under another name) while the block runs."""
+
+    def __init__(self, dsn: str, application_name: str, interval: float = 0.005) -> None:
+        self.application_name = application_name
+        self.interval = interval
+        self.peak = 0
+        self._conn = psycopg.connect(dsn, autocommit=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="bench-backends", daemon=True)
+
+    def __enter__(self) -> BackendPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._conn.close()
+
+    def _sample(self) -> None:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        while not self._stop.wait(self.interval):
+            row = self._conn.execute(query, (self.application_name,)).fetchone()
+            self.peak = max(self.peak, int(row[0]) if row else 0)

@@ -21,7 +21,16 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from venturi.bench.support import BENCH_KIND, BenchFailure, Countdown, Ledger, wait_for
+from psycopg.conninfo import make_conninfo
+
+from venturi.bench.support import (
+    BENCH_KIND,
+    BackendPeak,
+    BenchFailure,
+    Countdown,
+    Ledger,
+    wait_for,
+)
 from venturi.bench.workloads import VenturiBench, latency_figures
 from venturi.client import Queue
 from venturi.models import NewJob
@@ -152,8 +161,10 @@ def worker_processes(
 ) -> Iterator[list[subprocess.Popen[str]]]:
     """``processes`` children running ``args`` (CONCURRENCY [CPU_LOOPS] [--starts]) on
     the bench's prefix, yielded once every one listens; any still running on the way
-    out are killed."""
-    env = {**os.environ, "VENTURI_DSN": bench.settings.dsn}
+    out are killed. Their connections carry the name `children_name` gives, so their
+    backends can be counted."""
+    dsn = make_conninfo(bench.settings.dsn, application_name=children_name(bench))
+    env = {**os.environ, "VENTURI_DSN": dsn}
     command = [sys.executable, "-m", "venturi.bench.worker", bench.prefix, *args]
     children = [
         subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -173,6 +184,11 @@ def worker_processes(
                     child.wait(5)
 
 
+def children_name(bench: VenturiBench) -> str:
+    """The ``application_name`` of the bench's worker processes' connections."""
+    return f"venturi-bench-{bench.prefix}"
+
+
 def stopped(children: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
     """Tell each child to stop; their reports (jobs run, peak RSS, starts)."""
     return [json.loads(child.communicate("stop\n", timeout=60)[0]) for child in children]
@@ -182,19 +198,21 @@ def drive(
     bench: VenturiBench, processes: int, concurrency: int, count: int, cpu_loops: int = 0
 ) -> dict[str, float]:
     """Start ``processes`` worker processes, enqueue ``count`` jobs once all listen, and
-    time until every job's settlement committed (polled in SQL every 10 ms). With
+    time until every job's settlement committed (polled in SQL every 10 ms), sampling the
+    children's backends meanwhile (``backends.<N>.c<C>``, their peak). With
     ``cpu_loops``, each job burns that many loops: the figure is ``cpu.<N>p``."""
     bench.reset(count)
     args = [str(concurrency)] + ([str(cpu_loops)] if cpu_loops else [])
     with worker_processes(bench, processes, args) as children:
-        wal_before = _wal_position(bench)
-        bench.queue.enqueue_many([NewJob(BENCH_KIND, {"n": n}) for n in range(count)])
-        started = time.perf_counter()
-        wait_for(lambda: not bench.busy(), bench.settings.timeout, f"{count} jobs settled")
-        elapsed = time.perf_counter() - started
-        wal_bytes, write_xacts = (
-            a - b for a, b in zip(_wal_position(bench), wal_before, strict=True)
-        )
+        with BackendPeak(bench.settings.dsn, children_name(bench)) as backends:
+            wal_before = _wal_position(bench)
+            bench.queue.enqueue_many([NewJob(BENCH_KIND, {"n": n}) for n in range(count)])
+            started = time.perf_counter()
+            wait_for(lambda: not bench.busy(), bench.settings.timeout, f"{count} jobs settled")
+            elapsed = time.perf_counter() - started
+            wal_bytes, write_xacts = (
+                a - b for a, b in zip(_wal_position(bench), wal_before, strict=True)
+            )
         reports = stopped(children)
     what = f"{processes} worker processes"
     ran = sum(int(report["ran"]) for report in reports)
@@ -209,6 +227,7 @@ def drive(
         f"processes.{processes}.c{concurrency}.wal_bytes_per_job": wal_bytes / count,
         f"processes.{processes}.c{concurrency}.jobs_per_commit": count / max(1, write_xacts),
         f"rss.c{concurrency}": peak_mb,
+        f"backends.{processes}.c{concurrency}": backends.peak,
     }
 
 

@@ -24,10 +24,11 @@ from ulid import ULID
 from venturi import __version__
 from venturi.client import Queue
 from venturi.context import current_job
+from venturi.errors import StoreError
 from venturi.models import JobRecord, NewJob, Outcome
 from venturi.outcomes import Pause, Retry
 from venturi.registry import JobDefinition
-from venturi.settlements import BatchOutcome, Claim, Settlement
+from venturi.settlements import BatchOutcome, Busy, Claim, Settlement
 from venturi.store.protocol import Store
 from venturi.store.wrapper import StoreWrapper
 
@@ -130,6 +131,16 @@ class TracedStore(StoreWrapper):
         outcome = self.inner.settle(claim, settlement)
         self._finish(claim, settlement, outcome)
         return outcome
+
+    def settle_many(
+        self, items: Sequence[tuple[Claim, Settlement]]
+    ) -> list[Outcome | Busy | StoreError | None]:
+        written = self.inner.settle_many(items)
+        for (claim, settlement), outcome in zip(items, written, strict=True):
+            # A busy run is tried again later; a refused one is let go, like a failed settle.
+            if not isinstance(outcome, Busy) and not isinstance(outcome, StoreError):
+                self._finish(claim, settlement, outcome)
+        return written
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         result = self.inner.complete_many(items)

@@ -9,15 +9,14 @@ from typing import Any, Final, TypeVar
 
 import attrs
 import psycopg
-from psycopg import errors
 from psycopg_pool import ConnectionPool
 from ulid import ULID
 
-from venturi.errors import ConfigurationError, InvalidJob, StoreUnavailable
+from venturi.errors import ConfigurationError, InvalidJob
 from venturi.models import SMALLINT_MIN, JobRecord, NewJob, Outcome
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
-from venturi.settlements import BatchOutcome, Claim, SettleAction, Settlement
+from venturi.settlements import BUSY, BatchOutcome, Busy, Claim, SettleAction, Settlement
 from venturi.store import migrations, retrying, sqlfiles
 from venturi.store.dependencies import Dependencies
 from venturi.store.dsn import connect_defaults, parse_dsn
@@ -26,10 +25,9 @@ from venturi.store.flow import FlowControl, completion_params
 from venturi.store.ids import new_id, new_ids
 from venturi.store.observing import Observing
 from venturi.store.owned_pools import open_owned
+from venturi.store.repending import SETTLE_FILES, Repending, settle_params
 from venturi.store.scheduling import Scheduling
 from venturi.store.statements import (
-    BUSY,
-    Busy,
     mapped_errors,
     new_pool,
     run_prepared,
@@ -45,23 +43,16 @@ DEFAULT_POOL_TIMEOUT: Final = 10.0
 # How long an enqueue on the store's own pool keeps retrying a passing error (a deadlock,
 # a lock or statement timeout, a restart) before it raises `StoreUnavailable`.
 ENQUEUE_RETRY_SECONDS: Final = 10.0
-_REPEND_ATTEMPTS: Final = 5
 # Server-side prepared statements (psycopg prepares a query on its fifth run) are off by
 # default: a transaction-pooling proxy such as PgBouncer hands each transaction another
 # server connection, where the statement is missing or means another query. Measured with
 # `venturi bench --compare-prepared` (README, "Behind PgBouncer").
 DEFAULT_PREPARED_STATEMENTS: Final = False
-_SETTLE_FILES: Final = {
-    SettleAction.RETRY: "fail_run",
-    SettleAction.PAUSE: "settle_pause",
-    SettleAction.DEAD: "settle_dead",
-    SettleAction.RELEASE: "settle_release",
-}
 
 
 # A dict-backed class (no slots), so a test may replace one operation of one instance.
 @attrs.define(eq=False, slots=False)
-class PostgresStore(FlowControl, Scheduling, Dependencies, Observing):
+class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending):
     """The store over a `psycopg_pool.ConnectionPool`, under one table-name prefix.
 
     Built with `from_dsn` (it opens and later closes its own pool) or `from_pool` (it
@@ -129,8 +120,6 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing):
     def from_pool(cls, pool: ConnectionPool[Any], prefix: Prefix, **options: Any) -> PostgresStore:
         """Borrow a caller's pool; venturi never closes it."""
         return cls(pool, prefix, owns_pool=False, **options)
-
-    # -- plumbing ---------------------------------------------------------------------
 
     # -- enqueue ----------------------------------------------------------------------
 
@@ -268,42 +257,8 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing):
         if settlement.action is SettleAction.COMPLETE:
             done = while_busy(lambda: self._complete_one(claim, settlement))
             return Outcome.COMPLETED if done else None
-        carry = settlement.carry_json
-        params = {
-            "id": claim.job_id.to_uuid(),
-            "owner": claim.claimed_by,
-            "run": claim.run_count,
-            "lapsed": False,
-            "delay": settlement.delay,
-            "at": settlement.at,
-            "set_carry": carry is not None,
-            "carry": carry,
-            "note": settlement.note,
-        }
-        name = _SETTLE_FILES[settlement.action]
-        return while_busy(lambda: self._repend(name, params))
-
-    def _repend(self, name: str, params: dict[str, Any]) -> Outcome | Busy | None:
-        """Run a statement that may put a job back to pending: the journal outcome when
-        it applied, None when fenced out, `BUSY` when another session held the row locked.
-
-        Re-pending gives up the job's dedup key when a newer pending job holds it, but a
-        racing enqueue can take the key between that check and the write. The statement
-        then fails having changed nothing, so it runs again (a few times at most)."""
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                rows = self._fetch(name, params)
-                break
-            except errors.UniqueViolation as exc:
-                if attempts == _REPEND_ATTEMPTS:
-                    raise StoreUnavailable(
-                        f"{name}: enqueues kept taking the job's dedup key ({attempts} tries)"
-                    ) from exc
-        if not rows:
-            return None
-        return BUSY if rows[0][0] is None else Outcome(rows[0][0])
+        params = settle_params(claim, settlement)
+        return while_busy(lambda: self._repend(SETTLE_FILES[settlement.action], params))
 
     def _complete_one(self, claim: Claim, settlement: Settlement) -> bool | Busy:
         outcome = self.complete_many([(claim, settlement)])

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from psycopg import Connection
 from ulid import ULID
 
+from venturi.errors import StoreError
 from venturi.limits import KindLimits, KindState
 from venturi.models import (
     CleanupCriteria,
@@ -27,7 +28,7 @@ from venturi.observations import DeadGroup, Overview, Throughput, WorkerInfo, Wo
 from venturi.prefix import Prefix
 from venturi.retention import Retention
 from venturi.schedules import Firing, Schedule, ScheduleInfo, ScheduleState
-from venturi.settlements import BatchOutcome, Claim, Settlement
+from venturi.settlements import BatchOutcome, Busy, Claim, Settlement
 
 
 class Notifier(Protocol):
@@ -165,6 +166,16 @@ class Store(Protocol):
         """Apply ``settlement`` if ``claim`` still holds its job: the journal outcome the
         database recorded (a retry of the last allowed attempt is ``dead``), or None when
         the run had lost its claim and nothing changed."""
+
+    def settle_many(
+        self, items: Sequence[tuple[Claim, Settlement]]
+    ) -> list[Outcome | Busy | StoreError | None]:
+        """Write many settlements other than completions in one transaction (one commit):
+        what each did, in order, as `settle` says, or `BUSY` when another session held its
+        row locked (nothing changed for it; try again later), or the `StoreError` of a
+        statement the database refused for that run alone. A passing error raises, having
+        changed nothing."""
+        ...
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome: ...
 

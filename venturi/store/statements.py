@@ -3,7 +3,6 @@ connection, and waiting out a row another session holds locked."""
 
 from __future__ import annotations
 
-import enum
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from psycopg.types.json import JsonbLoader, JsonLoader
 from psycopg_pool import ConnectionPool
 
 from venturi.errors import ConfigurationError
+from venturi.settlements import Busy
 from venturi.store import retrying
 
 JSONB_OID: Final = psycopg.postgres.types["jsonb"].oid
@@ -28,15 +28,6 @@ T = TypeVar("T")
 # once: workers resume within seconds of the database, whatever the outage's length.
 RECONNECT_TIMEOUT: Final = 10.0
 BUSY_BACKOFF: Final = retrying.Backoff(base=0.01, cap=0.5)
-
-
-class Busy(enum.Enum):
-    """Another session held the row locked: nothing changed, try again."""
-
-    BUSY = "busy"
-
-
-BUSY: Final = Busy.BUSY
 
 
 def while_busy(step: Callable[[], T | Busy]) -> T:
@@ -68,10 +59,13 @@ def new_pool(
     timeout: float,
     name: str,
     *,
-    min_size: int = 2,
+    min_size: int = 1,
 ) -> ConnectionPool[Any]:
     """An unopened pool of autocommit connections: each statement is its own transaction.
-    It keeps ``min_size`` (at most ``size``) connections open while idle."""
+
+    It opens ``min_size`` connections (one by default; a read pool none) and grows on demand (a request that finds none idle adds one),
+    so a worker's two users of the queue's pool, its dispatcher and its completer, keep it
+    at two whatever the worker's concurrency."""
     return ConnectionPool(
         conninfo,
         min_size=min(min_size, size),

@@ -61,13 +61,15 @@ class FlowView:
     ) -> FlowView:
         return cls(store, declared_by, [definitions[kind].limits for kind in kinds])
 
-    def refresh(self) -> None:
-        """Declare the worker's limits if not yet done, then read the kinds' limits back."""
+    def refresh(self, store: Store | None = None) -> None:
+        """Declare the worker's limits if not yet done, then read the kinds' limits back
+        (through ``store``, by default the view's own)."""
+        store = self.store if store is None else store
         if not self.declared:
-            self.store.declare_kinds(self.limits, self.declared_by)
+            store.declare_kinds(self.limits, self.declared_by)
             self.declared = True
         mine = {limits.kind for limits in self.limits}
-        self._adopt([state.limits for state in self.store.kinds() if state.kind in mine])
+        self._adopt([state.limits for state in store.kinds() if state.kind in mine])
 
     def _adopt(self, limits: list[KindLimits]) -> None:
         self.limited = frozenset(d.kind for d in limits if d.limited)

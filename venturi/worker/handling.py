@@ -11,7 +11,7 @@ import attrs
 
 from venturi.events import WorkerEvents
 from venturi.models import Outcome
-from venturi.settlements import SettleAction, Settlement
+from venturi.settlements import Settlement
 from venturi.worker.completer import Completer
 from venturi.worker.deadlines import Deadlines
 from venturi.worker.dispatcher import Dispatcher
@@ -29,9 +29,10 @@ class HandlerLoop:
     """What every handler thread runs (`run`), until it takes the stop marker (None).
 
     A run's path: the dispatcher queues it on ``ready``; here it is marked started,
-    watched for its deadline, executed, and its settlement goes to the completer (a
-    completion) or the settler (anything else), or, for a completion of a kind whose
-    places pass on, to `PlacePassing`, whose next job of the kind this thread runs next.
+    watched for its deadline, executed, and its settlement goes to the completer (the
+    settling line, which writes every run's end on its own connection), or, for a
+    completion of a kind whose places pass on, to `PlacePassing`, whose next job of the
+    kind this thread runs next.
     Whatever fails around the handler, the run is let go rather than left held. A run
     taken while the worker is stopping is handed back unstarted.
     """
@@ -90,7 +91,7 @@ class HandlerLoop:
     def release_unstarted(self, held: HeldJob) -> None:
         """Hand back a claimed run that never started (journal ``released``)."""
         self.dispatcher.slot_freed()
-        self.settler.settle(held, Settlement.release("worker stopping; never started"))
+        self.completer.submit(held, Settlement.release("worker stopping; never started"))
 
     def _handle(self, held: HeldJob) -> HeldJob | None:
         """Run ``held`` and pass its settlement on; returns the next job of its kind when
@@ -122,10 +123,8 @@ class HandlerLoop:
             self.settler.settled(held, settlement, None)
         elif committed is Committed.UNKNOWN:
             self.settler.let_go(held, error or RuntimeError("transaction failed"))
-        elif settlement.action is SettleAction.COMPLETE and self.completer.running:
-            self.completer.submit(held, settlement)
         else:
-            self.settler.settle(held, settlement)
+            self.completer.submit(held, settlement)
         return None
 
 

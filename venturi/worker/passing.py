@@ -32,7 +32,8 @@ class PlacePassing:
     or None when there was none (the slot and the place are free: the other workers are
     woken as before). A fenced completion claims nothing; a completion whose row another
     session holds locked goes to the completer, which tries it again later; one the
-    database could not take is settled the usual way, retrying.
+    database could not take is settled the usual way, retrying. The transaction runs on
+    the completer's connection (`Completer.call`), not one of the handler thread's own.
     """
 
     dispatcher: Dispatcher
@@ -69,9 +70,13 @@ class PlacePassing:
         next job, claimed in the same transaction, or None. Never raises."""
         kind = held.job.kind
         dispatcher = self.dispatcher
+        lease, floor = dispatcher.leases[kind], dispatcher.priority_floor
         try:
-            outcome, jobs = dispatcher.store.complete_and_claim(
-                held.claim, settlement, kind, dispatcher.leases[kind], dispatcher.priority_floor
+            # On the settling line's connection: a handler thread takes none of its own.
+            outcome, jobs = self.completer.call(
+                lambda: dispatcher.store.complete_and_claim(
+                    held.claim, settlement, kind, lease, floor
+                )
             )
         except Exception as exc:
             logger.warning(
@@ -83,14 +88,11 @@ class PlacePassing:
                 extra=job_extra(held.job),
             )
             dispatcher.slot_freed(ran_for)
-            self.settler.settle(held, settlement)
+            self.completer.submit(held, settlement)
             return None
         if held.job.id in outcome.busy:
             dispatcher.slot_freed(ran_for)
-            if self.completer.running:
-                self.completer.submit(held, settlement)
-            else:
-                self.settler.settle(held, settlement)
+            self.completer.submit(held, settlement)
             return None
         passed = dispatcher.adopt(jobs[0]) if jobs else None
         if passed is None:

@@ -199,37 +199,38 @@ class Worker:
         return self
 
     def _build(self, leases: dict[str, float], heartbeat_every: float, flow: FlowView) -> None:
-        # Heartbeat and reaper get a connection of their own: handlers that keep the main
-        # pool busy must never make a beat late. Both run one short statement at a time.
+        # Whatever the concurrency: one pooled connection each for dispatcher and completer
+        # (every settlement), a side one for heartbeat, reaper, scheduler, limits; LISTEN.
         spawn = self._supervisor.thread
-        self._settler = Settler(
-            self.store, self.held, self.events, self._force, self._fail, on_run_ended=flow.run_ended
-        )
-        self._completer = Completer(
+        self._settler = Settler(self.store, self.held, self.events, self._force, self._fail)
+        completer = self._completer = Completer(
             self.store,
             self._settler.settled,
             self._settler.let_go,
             spawn,
+            self._settler.settle,
             batch_size=self._completion_batch,
+        )
+        # A limited run's end is announced (NOTIFY) on the completer's connection too.
+        self._settler.on_run_ended = lambda job: (
+            completer.post(lambda: flow.run_ended(job)) if job.kind in flow.waited else None
         )
         self._side_store = self.store.sibling(pool_size=1)
         self._transactions = Transactions(self.store, self.concurrency, self.held.mark_ended)
         presence = WorkerPresence(self.name, tuple(leases), self.concurrency, heartbeat_every)
         self._heartbeat = Heartbeat(self._side_store, self.held, self.events, presence)
         reaper = Reaper(self._side_store, self.definitions, self.events)
+        side, reaper_log = self._side_store, logging.getLogger("venturi.reaper")
         periodics = [
             self._heartbeat.periodic(heartbeat_every),
+            Periodic("venturi-reaper", reaper.run_once, self.reaper_interval, reaper_log),
             Periodic(
-                "venturi-reaper",
-                reaper.run_once,
-                self.reaper_interval,
-                logging.getLogger("venturi.reaper"),
+                "venturi-flow", functools.partial(flow.refresh, side), REFRESH_INTERVAL, logger
             ),
-            Periodic("venturi-flow", flow.refresh, REFRESH_INTERVAL, logger),
         ]
         periodics += scheduling_loops(
             self.store,
-            self._side_store,
+            side,
             self.schedules,
             self.retention,
             stopping=self._stopping,
@@ -306,9 +307,9 @@ class Worker:
             self._ready.put(_SENTINEL)
         join_by(self._threads, deadline, self._force)
         still_running = [h for h in self.held.snapshot() if h.running and not h.lost]
-        assert self._settler is not None
+        assert self._completer is not None
         for held in still_running:
-            self._settler.settle(held, Settlement.release("worker stopped before the run ended"))
+            self._completer.submit(held, Settlement.release("worker stopped before the run ended"))
         self._shut_down_helpers(deadline)
         with self._lock:
             self._state = _State.STOPPED
@@ -323,7 +324,7 @@ class Worker:
 
     def _shut_down_helpers(self, deadline: float) -> None:
         assert self._completer is not None
-        # Flush completions before the heartbeat stops, so their leases hold meanwhile.
+        # Flush settlements before the heartbeat stops, so their leases hold meanwhile.
         self._completer.stop(max(1.0, deadline - time.monotonic()))
         self._deadlines.stop()
         for periodic, _ in self._periodics:

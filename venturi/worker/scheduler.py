@@ -95,7 +95,8 @@ class Pruner:
     """Deletes finished jobs past the retention when a retention slot asked for it.
 
     `request` comes from the scheduler's thread; `run_once` prunes in the pruner's own
-    thread (a prune of many rows must not hold up firing). One session at a time prunes a
+    thread (a prune of many rows must not hold up firing), on a connection opened for
+    the prune and closed after it. One session at a time prunes a
     prefix (an advisory lock), so an overlong prune never runs twice at once.
     """
 
@@ -112,7 +113,13 @@ class Pruner:
         if not self._requested.is_set():
             return None
         self._requested.clear()
-        deleted = self.store.prune(self.retention, self.stopping)
+        # A connection of its own, closed after: a prune holds one while it deletes, and
+        # the worker's pool must not keep it open afterwards (see the connection budget).
+        own = self.store.sibling(pool_size=1)
+        try:
+            deleted = own.prune(self.retention, self.stopping)
+        finally:
+            own.close()
         for status, count in (deleted or {}).items():
             self.events.jobs_pruned(status, count)
         if deleted is None:
@@ -137,7 +144,8 @@ def scheduling_loops(
     events: WorkerEvents,
 ) -> list[Periodic]:
     """The scheduler's loop (on ``side_store``, beside the heartbeat) and, when the
-    retention deletes anything, the pruner's (on ``store``: a prune holds a connection)."""
+    retention deletes anything, the pruner's (on a connection of its own for each prune,
+    from ``store``)."""
     loops = []
     wanted = list(schedules)
     pruner = None

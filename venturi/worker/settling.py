@@ -27,8 +27,9 @@ SETTLE_RETRY_SECONDS: Final = 300.0
 
 @attrs.define(eq=False)
 class Settler:
-    """Settles held runs one at a time (`settle`) and records every settled run
-    (`settled`, also the `Completer`'s callback for batched completions).
+    """Records every settled run (`settled`, the `Completer`'s callback) and settles a
+    run in the calling thread (`settle`) once the completer's line has ended (a
+    straggler at shutdown): while it runs, the completer writes every settlement.
 
     Every held run ends here: settled (applied, or fenced out because the run lost its
     claim, logged as a warning), or let go (`let_go`) when its settlement could not be

@@ -1,0 +1,95 @@
+"""Settling many runs at once (retries, pauses, deaths, releases) in one transaction: each
+does what `settle` would, a locked row is skipped as busy, and a statement the database
+refuses for one run is undone alone."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from tests.support import Probe
+from venturi.errors import StoreError
+from venturi.models import JobRecord, NewJob, Outcome
+from venturi.settlements import BUSY, Claim, SettleAction, Settlement
+from venturi.store.postgres import PostgresStore
+
+
+def _claimed(store: PostgresStore, count: int) -> list[JobRecord]:
+    store.enqueue_many([NewJob("k", max_attempts=5) for _ in range(count)])
+    return store.claim("w", {"k": 30}, count)
+
+
+def _refused() -> Settlement:
+    # Built around the named constructors: a pause the database cannot add to now().
+    return Settlement(SettleAction.PAUSE, delay=1e18)
+
+
+def test_each_run_settles_as_settle_would_in_order(store: PostgresStore, probe: Probe) -> None:
+    jobs = _claimed(store, 6)
+    stale = Claim(jobs[5].id, "w", jobs[5].run_count + 1)
+    items = [
+        (Claim.of(jobs[0]), Settlement.retry(0, note="again")),
+        (Claim.of(jobs[1]), Settlement.pause(delay=0, carry={"step": 2})),
+        (Claim.of(jobs[2]), Settlement.dead("poison")),
+        (Claim.of(jobs[3]), Settlement.release()),
+        (Claim.of(jobs[4]), Settlement.retry(0)),
+        (stale, Settlement.retry(0)),
+    ]
+    written = store.settle_many(items)
+    assert written == [
+        Outcome.RETRIED,
+        Outcome.PAUSED,
+        Outcome.DEAD,
+        Outcome.RELEASED,
+        Outcome.RETRIED,
+        None,
+    ]
+    statuses = dict(probe.rows("SELECT status, count(*) FROM {jobs} GROUP BY status"))
+    assert statuses == {"pending": 4, "dead": 1, "claimed": 1}
+    assert probe.count("journal") == 5
+
+
+def test_a_locked_row_is_busy_and_the_others_apply(
+    store: PostgresStore, probe: Probe, database_dsn: str
+) -> None:
+    jobs = _claimed(store, 3)
+    with psycopg.connect(database_dsn) as user:  # a transaction holding one row locked
+        user.execute(
+            f"SELECT id FROM {store.prefix.name}_jobs WHERE id = %s FOR UPDATE",
+            (jobs[1].id.to_uuid(),),
+        )
+        written = store.settle_many([(Claim.of(j), Settlement.retry(0)) for j in jobs])
+        assert written == [Outcome.RETRIED, BUSY, Outcome.RETRIED]
+        user.rollback()
+    assert probe.count("jobs", "status = 'claimed'") == 1
+    assert store.settle_many([(Claim.of(jobs[1]), Settlement.retry(0))]) == [Outcome.RETRIED]
+
+
+@pytest.mark.parametrize("others", [0, 2], ids=["alone", "in_a_group"])
+def test_a_refused_statement_is_undone_alone(
+    store: PostgresStore, probe: Probe, others: int
+) -> None:
+    jobs = _claimed(store, 2 + others)
+    items = [(Claim.of(jobs[0]), _refused()), (Claim.of(jobs[1]), Settlement.dead("x"))]
+    items += [(Claim.of(j), Settlement.pause(delay=0)) for j in jobs[2:]]
+    written = store.settle_many(items)
+    assert isinstance(written[0], StoreError), written
+    assert "out of range" in str(written[0])
+    assert written[1:] == [Outcome.DEAD] + [Outcome.PAUSED] * others
+    assert probe.count("jobs", "status = 'claimed'") == 1
+    assert probe.count("journal") == 1 + others
+
+
+def test_a_completion_is_refused_before_anything_is_written(
+    store: PostgresStore, probe: Probe
+) -> None:
+    jobs = _claimed(store, 2)
+    with pytest.raises(ValueError, match="complete_many"):
+        store.settle_many(
+            [
+                (Claim.of(jobs[0]), Settlement.retry(0)),
+                (Claim.of(jobs[1]), Settlement.complete()),
+            ]
+        )
+    assert probe.count("jobs", "status = 'claimed'") == 2
+    assert probe.count("journal") == 0

@@ -1,0 +1,131 @@
+"""Settlements that end a run without completing it (retry, pause, dead, release), and the
+reaper's recovery: one statement at a time, or many runs in one transaction with one
+commit. `PostgresStore` inherits these operations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import psycopg
+from psycopg import errors, sql
+
+from venturi.errors import StoreError, StoreUnavailable
+from venturi.models import Outcome
+from venturi.settlements import BUSY, Busy, Claim, SettleAction, Settlement
+from venturi.store import retrying, sqlfiles
+from venturi.store.housekeeping import Housekeeping
+from venturi.store.statements import run_statement
+
+# How often a re-pend runs again after racing enqueues took its job's dedup key.
+_REPEND_ATTEMPTS: Final = 5
+SETTLE_FILES: Final = {
+    SettleAction.RETRY: "fail_run",
+    SettleAction.PAUSE: "settle_pause",
+    SettleAction.DEAD: "settle_dead",
+    SettleAction.RELEASE: "settle_release",
+}
+Written = Outcome | Busy | StoreError | None
+
+
+def settle_params(claim: Claim, settlement: Settlement) -> dict[str, Any]:
+    """The named parameters of a settlement's statement (`SETTLE_FILES`)."""
+    carry = settlement.carry_json
+    return {
+        "id": claim.job_id.to_uuid(),
+        "owner": claim.claimed_by,
+        "run": claim.run_count,
+        "lapsed": False,
+        "delay": settlement.delay,
+        "at": settlement.at,
+        "set_carry": carry is not None,
+        "carry": carry,
+        "note": settlement.note,
+    }
+
+
+def _outcome(rows: list[tuple[Any, ...]]) -> Outcome | Busy | None:
+    if not rows:
+        return None
+    return BUSY if rows[0][0] is None else Outcome(rows[0][0])
+
+
+def _taken_key(name: str, exc: BaseException) -> StoreUnavailable:
+    failure = StoreUnavailable(
+        f"{name}: enqueues kept taking the job's dedup key ({_REPEND_ATTEMPTS} tries)"
+    )
+    failure.__cause__ = exc
+    return failure
+
+
+class Repending(Housekeeping):
+    """Operations of `PostgresStore` that put a claimed job back to pending or end it."""
+
+    def _repend(self, name: str, params: dict[str, Any]) -> Outcome | Busy | None:
+        """Run a statement that may put a job back to pending: the journal outcome when
+        it applied, None when fenced out, `BUSY` when another session held the row locked.
+
+        Re-pending gives up the job's dedup key when a newer pending job holds it, but a
+        racing enqueue can take the key between that check and the write. The statement
+        then fails having changed nothing, so it runs again (a few times at most)."""
+        for _ in range(_REPEND_ATTEMPTS):
+            try:
+                return _outcome(self._fetch(name, params))
+            except errors.UniqueViolation as exc:
+                taken = exc
+        raise _taken_key(name, taken)
+
+    def settle_many(self, items: Sequence[tuple[Claim, Settlement]]) -> list[Written]:
+        """Write settlements other than completions, each as `Store.settle` would, in one
+        transaction (one commit for all); returns what each did, in order (`BUSY`: its row
+        was locked by another session and nothing changed for it). A statement the
+        database refuses for one run is undone alone (a savepoint) and its `StoreError`
+        stands in its place; a passing error raises, having changed nothing. The
+        statements run grouped by kind of settlement, each group in job id order."""
+        if any(settlement.action not in SETTLE_FILES for _, settlement in items):
+            raise ValueError("settle_many writes no completion (complete_many does)")
+        written: dict[int, Written] = {}
+        for action, name in SETTLE_FILES.items():
+            mine = sorted(
+                (i for i, (_, s) in enumerate(items) if s.action is action),
+                key=lambda i: items[i][0].job_id,
+            )
+            if len(mine) == 1:  # one statement needs no transaction around it
+                written[mine[0]] = self._repend_or_refused(name, items[mine[0]])
+            elif mine:
+                params = [settle_params(*items[i]) for i in mine]
+                written.update(zip(mine, self._fetch_each(name, params), strict=True))
+        return [written[i] for i in range(len(items))]
+
+    def _repend_or_refused(self, name: str, item: tuple[Claim, Settlement]) -> Written:
+        try:
+            return self._repend(name, settle_params(*item))
+        except StoreError as exc:
+            if retrying.classify(exc) is not retrying.ErrorClass.STATEMENT:
+                raise
+            return exc
+
+    def _fetch_each(self, name: str, params: list[dict[str, Any]]) -> list[Written]:
+        """Run statement ``name`` once for each of ``params`` in one transaction, each in
+        a savepoint (see `settle_many`)."""
+        query = sqlfiles.query(name, self.prefix)
+        with self.transaction() as conn:
+            return [_run_saved(conn, name, query, p) for p in params]
+
+
+def _run_saved(
+    conn: psycopg.Connection[Any], name: str, query: sql.Composed, params: dict[str, Any]
+) -> Written:
+    for _ in range(_REPEND_ATTEMPTS):
+        try:
+            with conn.transaction():  # a savepoint: a refused statement undoes itself alone
+                return _outcome(run_statement(conn, query, params))
+        except errors.UniqueViolation as exc:
+            taken = exc  # a racing enqueue took the dedup key: run it again
+        except psycopg.Error as exc:
+            if retrying.classify(exc) is not retrying.ErrorClass.STATEMENT:
+                raise
+            refused = retrying.store_error(exc)
+            refused.__cause__ = exc
+            return refused
+    return _taken_key(name, taken)
