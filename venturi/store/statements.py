@@ -63,9 +63,10 @@ def new_pool(
 ) -> ConnectionPool[Any]:
     """An unopened pool of autocommit connections: each statement is its own transaction.
 
-    It opens ``min_size`` connections (one by default; a read pool none) and grows on demand (a request that finds none idle adds one),
-    so a worker's two users of the queue's pool, its dispatcher and its completer, keep it
-    at two whatever the worker's concurrency."""
+    It opens ``min_size`` connections (one by default; a read pool none) and grows on
+    demand (a request that finds none idle adds one), so a worker's two users of the
+    queue's pool, its dispatcher and its completer, keep it at two whatever the worker's
+    concurrency."""
     return ConnectionPool(
         conninfo,
         min_size=min(min_size, size),
