@@ -8,49 +8,18 @@ import threading
 from collections.abc import Iterator
 from typing import Final
 
-import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
 import venturi
 from tests.support import Probe, wait_until
 from venturi import Queue
+from venturi.bench.support import BackendPeak
 
 CEILING: Final = 4
 CONCURRENCY: Final = 16
 # Each tenth job ends as: retried once, paused once, dead at once, dead out of attempts.
 OUTCOMES: Final = ["complete"] * 6 + ["retry", "pause", "fail", "always"]
-
-
-class BackendSampler:
-    """Counts the backends of one application_name every few milliseconds, in a thread
-    with a connection of its own (under another name), and keeps the peak."""
-
-    def __init__(self, dsn: str, application_name: str) -> None:
-        self.application_name = application_name
-        self.peak = 0
-        self.samples = 0
-        self._conn = psycopg.connect(dsn, autocommit=True)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="backend-sampler", daemon=True)
-
-    def __enter__(self) -> BackendSampler:
-        self._thread.start()
-        wait_until(lambda: self.samples, 5, what="the first sample")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._conn.close()
-
-    def _run(self) -> None:
-        query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-        while not self._stop.wait(0.002):
-            row = self._conn.execute(query, (self.application_name,)).fetchone()
-            assert row is not None
-            self.peak = max(self.peak, int(row[0]))
-            self.samples += 1
 
 
 @pytest.fixture
@@ -103,7 +72,7 @@ def test_a_worker_at_concurrency_16_holds_at_most_four_backends(
     # No retention: a worker whose turn it is to prune holds one more connection meanwhile
     # (once a minute per prefix, documented), and a minute may turn during the test.
     worker = queue.worker(concurrency=CONCURRENCY, retention=None)
-    with BackendSampler(database_dsn, name) as sampler, worker:
+    with BackendPeak(database_dsn, name, interval=0.002) as sampler, worker:
         wait_until(lambda: _unfinished(probe) == 0, 60, what="the batch to settle")
         # The worker's connections while it idles, as well as while it drained.
         samples = sampler.samples
@@ -122,7 +91,10 @@ def test_the_sampler_sees_handlers_that_use_the_pool_themselves(
     hold = threading.Event()
     _register(queue, hold)
     producer.enqueue_many([venturi.NewJob("ceiling.mix", {"outcome": "complete"})] * 4)
-    with BackendSampler(database_dsn, name) as sampler, queue.worker(concurrency=CONCURRENCY):
+    with (
+        BackendPeak(database_dsn, name, interval=0.002) as sampler,
+        queue.worker(concurrency=CONCURRENCY),
+    ):
         try:
             # Four handlers each hold a pooled connection: the worker's own four plus
             # theirs, less the pool's connections they share with the dispatcher.

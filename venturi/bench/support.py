@@ -219,12 +219,15 @@ class BackendPeak:
         self.application_name = application_name
         self.interval = interval
         self.peak = 0
+        self.samples = 0
         self._conn = psycopg.connect(dsn, autocommit=True)
         self._stop = threading.Event()
+        self._sampled = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="bench-backends", daemon=True)
 
     def __enter__(self) -> BackendPeak:
         self._thread.start()
+        self._sampled.wait(5)  # the block starts with the first count taken
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -234,6 +237,10 @@ class BackendPeak:
 
     def _sample(self) -> None:
         query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-        while not self._stop.wait(self.interval):
+        while True:
             row = self._conn.execute(query, (self.application_name,)).fetchone()
             self.peak = max(self.peak, int(row[0]) if row else 0)
+            self.samples += 1
+            self._sampled.set()
+            if self._stop.wait(self.interval):
+                return
