@@ -33,7 +33,9 @@ class PlacePassing:
     woken as before). A fenced completion claims nothing; a completion whose row another
     session holds locked goes to the completer, which tries it again later; one the
     database could not take is settled the usual way, retrying. The transaction runs on
-    the completer's connection (`Completer.call`), not one of the handler thread's own.
+    a connection of the queue's pool, from the handler thread: a worker's passes run side
+    by side, and there are never more of them than the kind's running jobs (its limit),
+    so a limited kind adds at most its limit to the worker's connections.
     """
 
     dispatcher: Dispatcher
@@ -72,11 +74,10 @@ class PlacePassing:
         dispatcher = self.dispatcher
         lease, floor = dispatcher.leases[kind], dispatcher.priority_floor
         try:
-            # On the settling line's connection: a handler thread takes none of its own.
-            outcome, jobs = self.completer.call(
-                lambda: dispatcher.store.complete_and_claim(
-                    held.claim, settlement, kind, lease, floor
-                )
+            # Side by side on the pool: through the settling line's one connection, one
+            # at a time, a kind limited to 8 drained at 0.6x.
+            outcome, jobs = dispatcher.store.complete_and_claim(
+                held.claim, settlement, kind, lease, floor
             )
         except Exception as exc:
             logger.warning(
