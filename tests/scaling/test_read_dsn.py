@@ -17,7 +17,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import venturi
-from tests.support import wait_until
+from tests.support import backends, wait_until
 from venturi.cli.support import CliState
 from venturi.contrib.django.conf import VenturiSettings
 from venturi.contrib.flask import FlaskSettings
@@ -69,16 +69,6 @@ def _read_dsn(database_dsn: str, role: str, application_name: str) -> str:
     return make_conninfo(database_dsn, options=f"-c role={role}", application_name=application_name)
 
 
-def _read_backends(database_dsn: str, application_name: str) -> int:
-    with psycopg.connect(database_dsn) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-            (application_name,),
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def _one_connection_pool(dsn: str) -> psycopg_pool.ConnectionPool[psycopg.Connection[object]]:
     return psycopg_pool.ConnectionPool(dsn, min_size=1, max_size=1, open=True)
 
@@ -97,7 +87,7 @@ def test_reads_go_to_read_dsn_and_writes_never_do(
         def k(n: int) -> int:
             return n * 2
 
-        assert _read_backends(database_dsn, name) == 0  # the read pool connects on demand
+        assert backends(database_dsn, name) == 0  # the read pool connects on demand
         with queue.workflow() as flow:
             first = flow.add(k, n=1)
             flow.add(k, n=2, after=[first])
@@ -115,7 +105,7 @@ def test_reads_go_to_read_dsn_and_writes_never_do(
         assert {k.kind for k in queue.overview().kinds} == {"k"}
         assert queue.workers() == [] and queue.dead_groups() == []
         assert queue.throughput().totals("k") == (2, 0)
-        assert _read_backends(database_dsn, name) >= 1
+        assert backends(database_dsn, name) >= 1
 
         _set_select(database_dsn, prefix, reader, granted=False)
         reads: dict[str, Callable[[], object]] = {
@@ -148,7 +138,7 @@ def test_reads_go_to_read_dsn_and_writes_never_do(
         assert queue.cleanup(finished_before=queue.store.now()) >= 1
     finally:
         queue.close()
-    wait_until(lambda: _read_backends(database_dsn, name) == 0, what="read pool closed")
+    wait_until(lambda: backends(database_dsn, name) == 0, what="read pool closed")
 
 
 def test_read_connections_refuse_writes_whatever_the_role(database_dsn: str, prefix: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 import venturi
 from tests.faults.server import ThrowawayServer, running_throwaway_server
 from tests.scaling.standby import StandbyServer
-from tests.support import fresh_prefix, wait_until
+from tests.support import backends, fresh_prefix, wait_until
 from venturi.store.read_only import READ_APPLICATION_NAME
 
 pytestmark = pytest.mark.slow  # starts a primary and a standby of its own
@@ -33,16 +33,6 @@ def _wal_position(dsn: str) -> str:
         row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
     assert row is not None
     return str(row[0])
-
-
-def _read_sessions(dsn: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-            (READ_APPLICATION_NAME,),
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def test_reads_come_from_the_standby_and_writes_from_the_primary(
@@ -67,7 +57,10 @@ def test_reads_come_from_the_standby_and_writes_from_the_primary(
         assert {s.kind: s.completed for s in queue.stats().kinds} == {"k": 5}
         record = queue.get(done[0])
         assert record is not None and record.status is venturi.JobStatus.COMPLETED
-        assert _read_sessions(standby.dsn) >= 1 and _read_sessions(primary.dsn) == 0
+        assert (
+            backends(standby.dsn, READ_APPLICATION_NAME) >= 1
+            and backends(primary.dsn, READ_APPLICATION_NAME) == 0
+        )
 
         # A job enqueued now is on the primary at once, and read from the standby only
         # once replayed there.

@@ -98,6 +98,17 @@ def run_checked(
     return done.stdout
 
 
+def backends(dsn: str, application_name: str) -> int:
+    """How many sessions of ``application_name`` the server at ``dsn`` has now."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+            (application_name,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def drop_prefix(dsn: str, prefix: str) -> None:
     """Remove a test prefix's tables (best effort, the run's own leftovers only)."""
     with psycopg.connect(dsn, autocommit=True) as conn:

@@ -76,12 +76,12 @@ class Repending(Housekeeping):
         raise _taken_key(name, taken)
 
     def settle_many(self, items: Sequence[tuple[Claim, Settlement]]) -> list[Written]:
-        """Write settlements other than completions, each as `Store.settle` would, in one
-        transaction (one commit for all); returns what each did, in order (`BUSY`: its row
-        was locked by another session and nothing changed for it). A statement the
-        database refuses for one run is undone alone (a savepoint) and its `StoreError`
-        stands in its place; a passing error raises, having changed nothing. The
-        statements run grouped by kind of settlement, each group in job id order."""
+        """Write settlements other than completions, each as `Store.settle` would, one
+        transaction (one commit) per kind of settlement, each in job id order; returns
+        what each did, in order (`BUSY`: its row was locked by another session and nothing
+        changed for it). A statement the database refuses for one run is undone alone (a
+        savepoint) and its `StoreError` stands in its place; a passing error raises,
+        having changed nothing of its group (groups already committed stay)."""
         if any(settlement.action not in SETTLE_FILES for _, settlement in items):
             raise ValueError("settle_many writes no completion (complete_many does)")
         written: dict[int, Written] = {}

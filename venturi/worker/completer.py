@@ -4,13 +4,12 @@ concurrency."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import attrs
 
@@ -30,35 +29,30 @@ Dropped = Callable[[HeldJob, BaseException], None]
 Spawn = Callable[[str, Callable[[], object]], threading.Thread]
 Item = tuple[HeldJob, Settlement]
 _BUSY_BACKOFF: Final = retrying.Backoff(base=0.02, cap=1.0)
-# How often a handler thread waiting on a `Completer.call` checks that the line still runs.
-_CALL_CHECK: Final = 0.5
 
 
-@attrs.define(eq=False)
+@attrs.frozen
 class Call:
-    """Work another thread hands the line to run on its connection (`Completer.call`,
-    `Completer.post`)."""
+    """Work another thread hands the line to run on its connection (`Completer.post`)."""
 
-    work: Callable[[], Any]
-    awaited: bool = False
-    result: concurrent.futures.Future[Any] = attrs.field(factory=concurrent.futures.Future)
+    work: Callable[[], object]
 
 
 @attrs.define(eq=False)
 class Completer:
     """Writes the settlements of a worker's finished runs from one thread.
 
-    Completions are flushed in one fenced statement per batch: a flush takes everything
-    that arrived while the previous one was in flight (up to ``batch_size``), so
-    batching costs no latency when idle and grows with load. The batch's other
-    settlements (retry, pause, dead, release) are written next, in one transaction. A run counts as
-    settled only once its settlement committed; until then its claim stays held and
-    heartbeated. A write that fails for a passing reason is retried (with backoff, for
-    up to ``retry_seconds``); one that cannot be written is let go through
-    ``on_dropped`` (the run leaves the held set, its lease lapses and the reaper
-    recovers it). A run whose row another session holds locked is set aside and tried
-    again after a short wait that grows while it stays locked, without holding up the
-    others. If the process dies first, the lease lapses and the job runs again.
+    Completions are flushed in one fenced statement per batch: a flush takes everything that
+    arrived while the previous one was in flight (up to ``batch_size``), so batching costs
+    no latency when idle and grows with load. The batch's other settlements (retry, pause,
+    dead, release) are written next, one transaction per kind. A run counts as settled only
+    once its settlement committed; until then its claim stays held and heartbeated. A write
+    that fails for a passing reason is retried (with backoff, for up to ``retry_seconds``);
+    one that cannot be written is let go through ``on_dropped`` (the run leaves the held
+    set, its lease lapses and the reaper recovers it). A run whose row another session holds
+    locked is set aside and tried again after a short wait that grows while it stays locked,
+    without holding up the others. If the process dies first, the lease lapses and the job
+    runs again.
 
     Handler threads never take a connection of their own to settle: the worker's
     connections stay the same whatever its concurrency.
@@ -98,23 +92,6 @@ class Completer:
             self._queue.put((held, settlement))
         else:
             self.settle_here(held, settlement)
-
-    def call(self, work: Callable[[], T]) -> T:
-        """Run ``work`` on the line's thread (between flushes, on its connection) and
-        return its result or raise its error; in the caller's thread once the line ended."""
-        call = Call(work, awaited=True)
-        if self.running:
-            self._queue.put(call)
-            while True:
-                try:
-                    result: T = call.result.result(timeout=_CALL_CHECK)
-                    return result
-                except concurrent.futures.CancelledError:
-                    break
-                except TimeoutError:
-                    if not self.running:
-                        call.result.cancel()  # fails if the line took it meanwhile
-        return work()
 
     def post(self, work: Callable[[], object]) -> None:
         """Run ``work`` on the line's thread without waiting for it (its errors are
@@ -174,14 +151,10 @@ class Completer:
 
     @staticmethod
     def _run(call: Call) -> None:
-        if not call.result.set_running_or_notify_cancel():
-            return  # its caller runs it itself
         try:
-            call.result.set_result(call.work())
-        except BaseException as exc:
-            call.result.set_exception(exc)
-            if not call.awaited:
-                logger.exception("work posted to the settling line failed")
+            call.work()
+        except Exception:
+            logger.exception("work posted to the settling line failed")
 
     def _flush_guarded(self, batch: list[Item]) -> None:
         """Flush the completions in one statement, then the other settlements; whatever
@@ -232,7 +205,7 @@ class Completer:
         return [(h, s) for h, s in batch if h.job.id in outcome.busy]
 
     def _settle(self, items: list[Item]) -> list[Item]:
-        """Write runs' retries, pauses, deaths and releases in one transaction; return
+        """Write runs' retries, pauses, deaths and releases, one transaction per kind; return
         those whose rows were locked."""
         try:
             written = self._write(
@@ -270,7 +243,7 @@ class Completer:
 
     def stop(self, timeout: float | None) -> None:
         """Flush what was submitted, then end the thread (give up retrying at timeout).
-        A settlement submitted as the thread ended is settled here; a call, by its caller."""
+        What was submitted or posted as the thread ended is settled or run here."""
         self._queue.put(None)
         if self._thread.is_alive():
             self._thread.join(timeout)
@@ -285,6 +258,6 @@ class Completer:
             except queue.Empty:
                 return
             if isinstance(item, Call):
-                item.result.cancel()
+                self._run(item)
             elif item is not None:
                 self.settle_here(*item)
