@@ -75,6 +75,10 @@ class Dispatcher:
                 if retrying.classify(exc) is retrying.ErrorClass.FATAL:
                     raise
                 failures += 1
+                if failures == 1 and retrying.outcome_unknown(exc):
+                    # A connection lost (after a restart, one another thread held while
+                    # the store checked the pool's idle ones): claim again at once.
+                    continue
                 if isinstance(exc, StoreUnavailable):
                     logger.warning("claim failed: %s; retrying", exc)
                 else:
