@@ -35,6 +35,7 @@ from venturi.store.dsn import parse_dsn
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.protocol import Store
 from venturi.store.read_only import open_read_store
+from venturi.store.statements import Preparation
 from venturi.worker.draining import drain
 from venturi.worker.runtime import Worker
 from venturi.workflows import Results
@@ -54,8 +55,10 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
 
     ``listen_dsn`` (default: env ``VENTURI_LISTEN_DSN``) is where workers' LISTEN
     connection goes instead of ``dsn``: the server itself when ``dsn`` leads to a
-    transaction-pooling proxy. ``prepared_statements`` (off by default) lets psycopg
-    prepare frequent statements on the server; never turn it on behind such a proxy.
+    transaction-pooling proxy. ``prepared_statements`` lets psycopg prepare frequent
+    statements on the server: "auto" (the default) on connections straight to it and
+    never through a pooling proxy, True on every connection (never behind a transaction
+    pooler), False on none.
     ``retention`` (a `Retention`, a mapping of its fields, or None to keep every job) is
     how long workers keep finished jobs: by default completed and cancelled 1 day, dead 7.
     ``read_dsn`` (default: env ``VENTURI_READ_DSN``) is where `get`, `journal`, `history`,
@@ -74,7 +77,7 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         strict: bool = False,
         pool_timeout: float = 10.0,
         listen_dsn: str | None = None,
-        prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
+        prepared_statements: Preparation = DEFAULT_PREPARED_STATEMENTS,
         store: Store | None = None,
         retention: Retention | Mapping[str, Any] | None = DEFAULT_RETENTION,
         read_dsn: str | None = None,

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from venturi.bench import workloads as bench_workloads
 from venturi.bench.command import WORKLOADS, bench_command
-from venturi.bench.report import COMPARISONS, LIMITS, UNPREPARED_LABEL
+from venturi.bench.report import COMPARISONS, DEFAULT_PREPARATION_LABEL, LIMITS
 from venturi.bench.support import new_prefix
 from venturi.cli.main import build_cli
 
@@ -141,10 +141,10 @@ def test_quick_run_drops_its_tables(quick_report: dict[str, Any]) -> None:
     assert quick_report["_left_behind"] == set()
 
 
-def test_compare_prepared_runs_the_limited_kind_both_ways(database_dsn: str) -> None:
+def test_compare_unprepared_runs_the_limited_kind_both_ways(database_dsn: str) -> None:
     args = ["--dsn", database_dsn, "--quick", "--json", "--rounds", "1", "--jobs", "50"]
     result = CliRunner().invoke(
-        bench_command, [*args, "--workload", "limited", "--compare-prepared"]
+        bench_command, [*args, "--workload", "limited", "--compare-unprepared"]
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -152,13 +152,15 @@ def test_compare_prepared_runs_the_limited_kind_both_ways(database_dsn: str) -> 
         "limited8.c16",
         "drain.c16",
         "limited3.10ms.c16",
-        "limited3.10ms.c16.prepared",
+        "limited3.10ms.c16.unprepared",
         "limited3.10ms.c16.ideal",
     }
     compared = {(row["series"], row["ceiling"]): row for row in report["comparisons"]}
-    prepared = "limited3.10ms.c16.prepared"
-    assert compared[(prepared, "limited3.10ms.c16.ideal")]["target"] == 0.8
-    assert compared[(prepared, "limited3.10ms.c16")]["ceiling_label"] == UNPREPARED_LABEL
+    unprepared = "limited3.10ms.c16.unprepared"
+    assert compared[(unprepared, "limited3.10ms.c16.ideal")]["target"] is None
+    assert compared[(unprepared, "limited3.10ms.c16")]["ceiling_label"] == (
+        DEFAULT_PREPARATION_LABEL
+    )
     assert compared[("limited3.10ms.c16", "limited3.10ms.c16.ideal")]["target"] == 0.8
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 from ulid import ULID
 
 import venturi
-from tests.support import Probe
+from tests.support import Probe, postgres_store
+from venturi.store.statements import leads_to_pooling_proxy
 
 THREADS = 16
 PER_THREAD = 200
@@ -77,7 +79,7 @@ def test_enqueue_many_from_16_threads_all_land_once(
 
 
 def test_prepared_statements_break_behind_the_pooler(pooled_dsn: str, prefix: str) -> None:
-    """The failure the default avoids, staged: with psycopg's server-side preparation on,
+    """The failure "auto" avoids, staged: with psycopg's server-side preparation on,
     the same enqueues fail through the pooler (the prepared statement is missing on the
     server connection the next transaction gets, or stands for another query)."""
     with venturi.Queue(pooled_dsn, prefix=prefix, pool_size=16, prepared_statements=True) as queue:
@@ -85,3 +87,24 @@ def test_prepared_statements_break_behind_the_pooler(pooled_dsn: str, prefix: st
         _, errors = _from_threads(_enqueue_each(queue))
     assert errors, "every enqueue succeeded with prepared statements through the pooler"
     assert any("prepared statement" in error for error in errors), errors[:3]
+
+
+def test_auto_preparation_finds_the_pooler_and_prepares_nothing_through_it(
+    pooled_dsn: str, database_dsn: str, prefix: str
+) -> None:
+    """The default, ``prepared_statements="auto"``: each new pooled connection asks
+    whether a pooling proxy stands in between, and one through PgBouncer never prepares
+    (the failure above cannot happen), while one straight to the server does."""
+    with (
+        psycopg.connect(pooled_dsn, autocommit=True) as through,
+        psycopg.connect(database_dsn, autocommit=True) as straight,
+    ):
+        assert leads_to_pooling_proxy(through)
+        assert not leads_to_pooling_proxy(straight)
+    with venturi.Queue(pooled_dsn, prefix=prefix, pool_size=16) as queue:
+        queue.migrate()
+        ids, errors = _from_threads(_enqueue_each(queue))
+        with postgres_store(queue).connection() as conn:
+            assert conn.prepare_threshold is None
+    assert errors == []
+    assert len(ids) == len(set(ids)) > 0

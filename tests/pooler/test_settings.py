@@ -17,26 +17,40 @@ from venturi.prefix import Prefix
 from venturi.store.postgres import PostgresStore
 
 
-def test_preparation_is_off_unless_asked_for(database_dsn: str, prefix: str) -> None:
-    off = PostgresStore.from_dsn(database_dsn, Prefix(prefix), pool_size=1)
-    on = PostgresStore.from_dsn(database_dsn, Prefix(prefix), pool_size=1, prepared_statements=True)
+def test_preparation_follows_the_setting_straight_to_the_server(
+    database_dsn: str, prefix: str
+) -> None:
+    def store(prepared: object) -> PostgresStore:
+        return PostgresStore.from_dsn(
+            database_dsn,
+            Prefix(prefix),
+            pool_size=1,
+            prepared_statements=prepared,  # type: ignore[arg-type]
+        )
+
+    auto = PostgresStore.from_dsn(database_dsn, Prefix(prefix), pool_size=1)
+    off, on = store(False), store(True)
     try:
+        for prepares in (auto, on):  # "auto" (the default) prepares: no proxy in between
+            with prepares.connection() as conn:
+                assert conn.prepare_threshold == 5  # psycopg's default
         with off.connection() as conn:
             assert conn.prepare_threshold is None
-        with on.connection() as conn:
-            assert conn.prepare_threshold == 5  # psycopg's default
-        side = off.sibling()
-        with side.connection() as conn:
-            assert conn.prepare_threshold is None
-        side.close()
+        for main, side_prepares in ((off, False), (auto, True)):
+            side = main.sibling()
+            with side.connection() as conn:
+                assert (conn.prepare_threshold is not None) is side_prepares
+            side.close()
     finally:
-        off.close()
-        on.close()
+        for opened in (auto, off, on):
+            opened.close()
 
 
 def test_bad_values_are_refused_before_any_pool_opens(database_dsn: str) -> None:
     with pytest.raises(venturi.ConfigurationError, match="prepared_statements must be"):
         venturi.Queue(database_dsn, prefix="p", prepared_statements="no")  # type: ignore[arg-type]
+    with pytest.raises(venturi.ConfigurationError, match='True, False or "auto"'):
+        venturi.Queue(database_dsn, prefix="p", read_dsn=database_dsn, prepared_statements=1)  # type: ignore[arg-type]
     with pytest.raises(venturi.ConfigurationError, match="listen_dsn is not a valid") as info:
         venturi.Queue(database_dsn, prefix="p", listen_dsn="host=x password='s3cret")
     assert "s3cret" not in str(info.value)

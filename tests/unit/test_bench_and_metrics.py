@@ -46,15 +46,15 @@ def test_each_comparison_names_its_own_ceiling() -> None:
     samples = {
         "drain.c16": [9000.0],
         "backlog.c16": [8000.0],
-        "drain.c16.prepared": [9500.0],
+        "drain.c16.unprepared": [6500.0],
         "ceiling.commit_per_job.c16": [3000.0],
     }
     comparisons = {row["name"]: row for row in report.build({}, samples)["comparisons"]}
     assert comparisons["drain c16"]["ceiling_label"] == "raw claim+complete, 1/commit"
     assert comparisons["drain c16, backlog"]["ceiling_label"] == "venturi drain c16, empty table"
-    prepared = comparisons["drain c16, prepared statements on"]
-    assert prepared["ceiling_label"] == "venturi, unprepared (default)"
-    assert prepared["ratio"] == pytest.approx(9500 / 9000)
+    unprepared = comparisons["drain c16, unprepared"]
+    assert unprepared["ceiling_label"] == "venturi, prepared (default)"
+    assert unprepared["ratio"] == pytest.approx(6500 / 9000)
 
 
 def test_enqueue_many_is_compared_with_both_its_ceilings() -> None:

@@ -23,10 +23,11 @@ import click
 from venturi.bench import report as bench_report
 from venturi.bench.ceilings import CEILING_BATCH, Ceilings
 from venturi.bench.pruning import PruneBench
-from venturi.bench.report import PREPARED_SUFFIX
+from venturi.bench.report import UNPREPARED_SUFFIX
 from venturi.bench.support import BenchFailure, BenchSettings
 from venturi.bench.worker import cpu_ceiling, drive, latency, loops_for
 from venturi.bench.workloads import VenturiBench
+from venturi.store.statements import Preparation
 
 WORKLOADS = (
     "enqueue",
@@ -64,22 +65,22 @@ def _groups(
     raw: Ceilings,
     backlog: VenturiBench | None,
     *,
-    prepared: VenturiBench | None = None,
+    unprepared: VenturiBench | None = None,
     limited: tuple[VenturiBench, ...] = (),
     cpu_loops: int = 0,
     transactional: VenturiBench | None = None,
 ) -> list[list[Step]]:
     """Each group's steps are measured back to back in one round (venturi beside its
-    ceilings, and beside itself with prepared statements on); rounds reverse the order
+    ceilings, and beside itself with prepared statements off); rounds reverse the order
     within each group."""
     s = main.settings
 
     def twin(step: Callable[..., dict[str, float]], *args: Any) -> list[Step]:
-        """``step`` (a `VenturiBench` method) run on the prepared-statements bench too."""
-        if prepared is None:
+        """``step`` (a `VenturiBench` method) run on the unprepared bench too."""
+        if unprepared is None:
             return []
-        method = getattr(prepared, step.__name__)
-        return [functools.partial(_suffixed, PREPARED_SUFFIX, functools.partial(method, *args))]
+        method = getattr(unprepared, step.__name__)
+        return [functools.partial(_suffixed, UNPREPARED_SUFFIX, functools.partial(method, *args))]
 
     groups: list[list[Step]] = []
     if "enqueue" in workloads:
@@ -106,7 +107,7 @@ def _groups(
             steps.append(functools.partial(main.drain, 16))
         groups.append(steps)
     if limited:
-        quick, slow, *slow_prepared = limited
+        quick, slow, *slow_unprepared = limited
         steps = [functools.partial(quick.drain, 16, f"limited{LIMITED_CONCURRENCY}.c16")]
         if "drain" not in workloads:
             steps.append(functools.partial(main.drain, 16))
@@ -116,9 +117,9 @@ def _groups(
                 functools.partial(_slow_limited, slow),
                 *(
                     functools.partial(
-                        _suffixed, PREPARED_SUFFIX, functools.partial(_slow_limited, bench, False)
+                        _suffixed, UNPREPARED_SUFFIX, functools.partial(_slow_limited, bench, False)
                     )
-                    for bench in slow_prepared
+                    for bench in slow_unprepared
                 ),
             ]
         )
@@ -196,17 +197,18 @@ def run(
             cleanup.callback(backlog.close)
             say(f"filling a backlog of {settings.backlog:,} pending rows")
             backlog.fill_backlog(settings.backlog)
-        prepared: VenturiBench | None = None
-        if settings.compare_prepared:
-            prepared = VenturiBench(settings, "p", prepared_statements=True)
-            cleanup.callback(prepared.close)
+        unprepared: VenturiBench | None = None
+        if settings.compare_unprepared:
+            unprepared = VenturiBench(settings, "u", prepared_statements=False)
+            cleanup.callback(unprepared.close)
         limited: tuple[VenturiBench, ...] = ()
         if "limited" in workloads:
             quick = VenturiBench(settings, "l", concurrency_limit=LIMITED_CONCURRENCY)
             cleanup.callback(quick.close)
             limited = (quick,)
-            for label, prepared_statements in (("s", False), ("sp", True)):
-                if prepared_statements and not settings.compare_prepared:
+            settings_by_label: tuple[tuple[str, Preparation], ...] = (("s", "auto"), ("su", False))
+            for label, prepared_statements in settings_by_label:
+                if prepared_statements is False and not settings.compare_unprepared:
                     continue
                 slow = VenturiBench(
                     settings,
@@ -228,7 +230,7 @@ def run(
             main,
             raw,
             backlog,
-            prepared=prepared,
+            unprepared=unprepared,
             limited=limited,
             cpu_loops=cpu_loops,
             transactional=transactional,
@@ -298,11 +300,11 @@ def _processes(value: str | None) -> list[int]:
 )
 @click.option("--fillfactor", type=click.IntRange(10, 100), help="Jobs table fillfactor.")
 @click.option(
-    "--compare-prepared",
+    "--compare-unprepared",
     is_flag=True,
     help="Also run enqueue, enqueue-many, drain and the limited kind with 10 ms jobs with "
-    "server-side prepared statements on (venturi's default is off), side by side in each "
-    "round.",
+    "server-side prepared statements off (as behind a transaction pooler), side by side "
+    "in each round.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bench_command(
@@ -317,7 +319,7 @@ def bench_command(
     processes: str | None,
     cpu_ms: float | None,
     fillfactor: int | None,
-    compare_prepared: bool,
+    compare_unprepared: bool,
     as_json: bool,
 ) -> None:
     """Benchmark venturi against raw-SQL ceilings on the same server.
@@ -331,8 +333,8 @@ def bench_command(
     (each completion in the run's own transaction), drain c16 beside the retention's prune
     of finished rows, a concurrency-16 worker process's peak RSS, and CPU-bound jobs
     (--cpu-ms of pure Python each) drained by 1 and 2 worker processes (or --processes).
-    --compare-prepared adds each of enqueue, enqueue-many, drain and the limited kind with
-    10 ms jobs again with server-side prepared statements on. Every job is checked to
+    --compare-unprepared adds each of enqueue, enqueue-many, drain and the limited kind
+    with 10 ms jobs again with server-side prepared statements off. Every job is checked to
     have run exactly once. Uses fresh table prefixes and drops them after.
     """
     overrides: dict[str, Any] = {
@@ -344,7 +346,7 @@ def bench_command(
             "prune_rows": prune_rows,
             "fillfactor": fillfactor,
             "cpu_ms": cpu_ms,
-            "compare_prepared": compare_prepared or None,
+            "compare_unprepared": compare_unprepared or None,
         }.items()
         if value is not None
     }

@@ -40,7 +40,7 @@ class BenchSettings:
     cpu_jobs: int = 2000
     cpu_ms: float = 3.0
     fillfactor: int | None = None
-    compare_prepared: bool = False
+    compare_unprepared: bool = False
     timeout: float = 300.0
 
     @classmethod

@@ -32,6 +32,7 @@ from venturi.client import Queue
 from venturi.events import WorkerEvents
 from venturi.models import JobRecord, NewJob, Outcome
 from venturi.settlements import Settlement
+from venturi.store.statements import Preparation
 from venturi.worker.runtime import Worker
 
 # Handler threads of the in-process latency workload's worker.
@@ -76,7 +77,7 @@ class VenturiBench:
         settings: BenchSettings,
         label: str = "v",
         *,
-        prepared_statements: bool = False,
+        prepared_statements: Preparation = "auto",
         concurrency_limit: int | None = None,
         transactional: bool = False,
         job_seconds: float = 0.0,

@@ -17,6 +17,7 @@ from psycopg import pq
 from venturi.errors import first_line
 from venturi.prefix import Prefix
 from venturi.store import retrying, sqlfiles
+from venturi.store.statements import leads_to_pooling_proxy
 
 logger = logging.getLogger("venturi.notifier")
 
@@ -103,7 +104,7 @@ class PostgresNotifier:
             return
         conn = psycopg.Connection.connect(self._conninfo, **self._kwargs)
         try:
-            shared = _lends_its_server(conn, self._prefix)
+            shared = leads_to_pooling_proxy(conn)
             if not shared:
                 conn.execute(sqlfiles.query(self._listen, self._prefix))
         except BaseException:
@@ -302,22 +303,6 @@ class PostgresNotifier:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def _lends_its_server(conn: psycopg.Connection[Any], prefix: Prefix) -> bool:
-    """Whether ``conn`` leads to a pooling proxy, where a LISTEN may be left on a server
-    connection the proxy also lends to other clients.
-
-    A pooling proxy such as PgBouncer announces a process id of its own instead of the
-    server's; a direct connection, or a proxy that only forwards bytes, announces the
-    server's. Whether the pool lends server connections per transaction or keeps one per
-    client cannot be told for certain from here (a second client, or our next statement,
-    lands on another server connection only some of the time under load), so any
-    pooling proxy counts: point ``listen_dsn`` at the server itself to LISTEN.
-    """
-    row = conn.execute(sqlfiles.query("backend_pid", prefix)).fetchone()
-    assert row is not None
-    return int(row[0]) != conn.info.backend_pid
 
 
 def _ping(conn: psycopg.Connection[Any], timeout: float) -> bool:

@@ -28,6 +28,8 @@ from venturi.store.owned_pools import open_owned
 from venturi.store.repending import SETTLE_FILES, Repending, settle_params
 from venturi.store.scheduling import Scheduling
 from venturi.store.statements import (
+    Preparation,
+    check_preparation,
     mapped_errors,
     new_pool,
     run_prepared,
@@ -43,11 +45,13 @@ DEFAULT_POOL_TIMEOUT: Final = 10.0
 # How long an enqueue on the store's own pool keeps retrying a passing error (a deadlock,
 # a lock or statement timeout, a restart) before it raises `StoreUnavailable`.
 ENQUEUE_RETRY_SECONDS: Final = 10.0
-# Server-side prepared statements (psycopg prepares a query on its fifth run) are off by
-# default: a transaction-pooling proxy such as PgBouncer hands each transaction another
-# server connection, where the statement is missing or means another query. Measured with
-# `venturi bench --compare-prepared` (README, "Behind PgBouncer").
-DEFAULT_PREPARED_STATEMENTS: Final = False
+# Server-side prepared statements (psycopg prepares a query on its fifth run) save the
+# server planning every statement again, most of the CPU time of a claim, a completion
+# or an enqueue. "auto" prepares on connections straight to PostgreSQL and never behind
+# a pooling proxy: a transaction pooler such as PgBouncer hands each transaction another
+# server connection, where the statement is missing or means another query. Measured
+# with `venturi bench --compare-prepared` (README, "Behind PgBouncer").
+DEFAULT_PREPARED_STATEMENTS: Final[Preparation] = "auto"
 
 
 # A dict-backed class (no slots), so a test may replace one operation of one instance.
@@ -93,25 +97,22 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
         *,
         pool_size: int | None = None,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
-        prepared_statements: bool = DEFAULT_PREPARED_STATEMENTS,
+        prepared_statements: Preparation = DEFAULT_PREPARED_STATEMENTS,
         **options: Any,
     ) -> PostgresStore:
         """Open a pool of ``pool_size`` autocommit connections (libpq defaults for "").
 
         ``prepared_statements`` lets psycopg prepare statements it runs often on the
-        server; leave it off behind a transaction-pooling proxy (PgBouncer).
+        server: "auto" on connections straight to the server only, True on every one
+        (never behind a transaction-pooling proxy such as PgBouncer), False on none.
         """
         size = DEFAULT_POOL_SIZE if pool_size is None else pool_size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigurationError(f"pool_size must be a positive int, got {pool_size!r}")
-        if not isinstance(prepared_statements, bool):
-            raise ConfigurationError(
-                f"prepared_statements must be True or False, got {prepared_statements!r}"
-            )
+        prepared = check_preparation(prepared_statements)
         kwargs = connect_defaults(parse_dsn(dsn, "dsn"))
-        if not prepared_statements:
-            kwargs["prepare_threshold"] = None
-        pool = new_pool(dsn, kwargs, size, pool_timeout, f"venturi-{prefix.name}")
+        name = f"venturi-{prefix.name}"
+        pool = new_pool(dsn, kwargs, size, pool_timeout, name, prepared=prepared)
         store = cls(pool, prefix, owns_pool=True, **options)  # may refuse an option
         open_owned(pool)  # only now, so a refused option leaves no pool running
         return store
@@ -320,7 +321,10 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
         from the same connection parameters), for work a busy main pool must not starve."""
         conninfo, kwargs = self.connection_params()
         name = f"venturi-{self.prefix.name}-side"
-        pool = new_pool(conninfo, kwargs, pool_size, self.pool.timeout, name)
+        # Never preparing if the main pool's keywords don't say it may (a caller's pool
+        # may lead to a pooler), else only straight to the server.
+        prepared: Preparation = False if kwargs.get("prepare_threshold") is None else "auto"
+        pool = new_pool(conninfo, kwargs, pool_size, self.pool.timeout, name, prepared=prepared)
         open_owned(pool)
         return PostgresStore(
             pool,

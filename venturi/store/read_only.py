@@ -9,7 +9,7 @@ from venturi.prefix import Prefix
 from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.owned_pools import open_owned
 from venturi.store.postgres import PostgresStore
-from venturi.store.statements import new_pool
+from venturi.store.statements import Preparation, check_preparation, new_pool
 
 # Dashboard reads are short and few at a time; the pool opens connections only when a
 # read asks for one, so a queue that never reads holds none on the read server.
@@ -35,17 +35,16 @@ def open_read_store(
     prefix: Prefix,
     *,
     pool_timeout: float,
-    prepared_statements: bool,
+    prepared_statements: Preparation,
 ) -> PostgresStore:
     """A store on ``dsn`` under ``prefix`` whose pool of `READ_POOL_SIZE` read-only
     connections opens them on demand; closed with the queue. Raises `ConfigurationError`
     (naming ``read_dsn``) for a DSN that does not parse."""
     params = parse_dsn(dsn, "read_dsn")
     kwargs = {**connect_defaults(params), **read_only_keywords(params)}
-    if not prepared_statements:
-        kwargs["prepare_threshold"] = None
     name = f"venturi-{prefix.name}-read"
-    pool = new_pool(dsn, kwargs, READ_POOL_SIZE, pool_timeout, name, min_size=0)
+    prepared = check_preparation(prepared_statements)
+    pool = new_pool(dsn, kwargs, READ_POOL_SIZE, pool_timeout, name, min_size=0, prepared=prepared)
     store = PostgresStore(pool, prefix, owns_pool=True)
     open_owned(pool)
     return store

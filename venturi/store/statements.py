@@ -1,12 +1,13 @@
-"""The store's plumbing: running one statement, a new pool, errors of a caller's
-connection, and waiting out a row another session holds locked."""
+"""The store's plumbing: running one statement, a new pool (preparing statements only
+on connections straight to the server), errors of a caller's connection, and waiting out
+a row another session holds locked."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import psycopg
 from psycopg import pq, sql
@@ -16,9 +17,15 @@ from psycopg_pool import ConnectionPool
 
 from venturi.errors import ConfigurationError
 from venturi.settlements import Busy
-from venturi.store import retrying
+from venturi.store import retrying, sqlfiles
 
 JSONB_OID: Final = psycopg.postgres.types["jsonb"].oid
+# psycopg's own default: a statement is prepared on its fifth run on a connection.
+PREPARE_THRESHOLD: Final = 5
+
+# Whether a pool's connections prepare statements: always, never, or "auto" (only those
+# straight to the server).
+Preparation = bool | Literal["auto"]
 
 T = TypeVar("T")
 
@@ -60,23 +67,65 @@ def new_pool(
     name: str,
     *,
     min_size: int = 1,
+    prepared: Preparation = "auto",
 ) -> ConnectionPool[Any]:
     """An unopened pool of autocommit connections: each statement is its own transaction.
 
     It opens ``min_size`` connections (one by default; a read pool none) and grows on
     demand (a request that finds none idle adds one), so a worker's two users of the
     queue's pool, its dispatcher and its completer, keep it at two whatever the worker's
-    concurrency."""
+    concurrency.
+
+    ``prepared``: True lets psycopg prepare a statement on its fifth run, False never;
+    "auto" prepares on connections straight to the server and never on one through a
+    pooling proxy (`prepare_unless_pooled`)."""
+    kwargs = {**kwargs, "autocommit": True}
+    if prepared is False:
+        kwargs["prepare_threshold"] = None
+    else:
+        kwargs.setdefault("prepare_threshold", PREPARE_THRESHOLD)
     return ConnectionPool(
         conninfo,
         min_size=min(min_size, size),
         max_size=size,
-        kwargs={**kwargs, "autocommit": True},
+        kwargs=kwargs,
+        configure=prepare_unless_pooled if prepared == "auto" else None,
         timeout=timeout,
         reconnect_timeout=RECONNECT_TIMEOUT,
         name=name,
         open=False,
     )
+
+
+def check_preparation(value: object) -> Preparation:
+    """``value`` as a `Preparation`, or `ConfigurationError`."""
+    if value is True or value is False or value == "auto":
+        return value
+    raise ConfigurationError(f'prepared_statements must be True, False or "auto", got {value!r}')
+
+
+def prepare_unless_pooled(conn: psycopg.Connection[Any]) -> None:
+    """A new pooled connection's set-up under ``prepared_statements="auto"``: one that
+    leads to a pooling proxy never prepares. Behind a transaction pooler the next
+    statement may run on another server connection, where a prepared statement is
+    missing or names another query."""
+    if leads_to_pooling_proxy(conn):
+        conn.prepare_threshold = None
+
+
+def leads_to_pooling_proxy(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn`` leads to a pooling proxy rather than the server itself.
+
+    A pooling proxy such as PgBouncer announces a process id of its own instead of the
+    server's: it must answer cancel requests itself, since the server connection behind
+    a client changes. A direct connection, or a proxy that only forwards bytes, announces
+    the server's. Whether the proxy lends server connections per transaction or keeps
+    one per client cannot be told for certain from here (a second client lands on
+    another server connection only some of the time), so any pooling proxy counts.
+    """
+    row = conn.execute(sqlfiles.text("backend_pid")).fetchone()
+    assert row is not None
+    return int(row[0]) != conn.info.backend_pid
 
 
 def check_batch(batch: object, operation: str) -> None:
