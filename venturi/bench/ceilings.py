@@ -3,8 +3,9 @@
 A minimal hand-rolled queue table (identity id, kind, payload, priority, status,
 visible_at, run count, and a partial claim index) driven with the tightest statements:
 INSERT + NOTIFY in one statement per transaction, multi-row INSERT from arrays, binary
-COPY, and claim-and-complete in one `FOR UPDATE SKIP LOCKED` statement, one job per commit or a
-batch per commit. Each ceiling checks, like venturi's workloads, that every row was
+COPY, claim-and-complete in one `FOR UPDATE SKIP LOCKED` statement, one job per commit or a
+batch per commit, and a few places each completing its job and claiming the next in one
+statement. Each ceiling checks, like venturi's workloads, that every row was
 taken exactly once.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -60,6 +62,36 @@ WITH picked AS (
 UPDATE {raw} AS r SET status = 'done', run_count = r.run_count + 1
 FROM picked WHERE r.id = picked.id
 RETURNING r.id, r.payload
+"""
+
+_CLAIM_ONE = """
+UPDATE {raw} AS r SET status = 'claimed', run_count = r.run_count + 1
+WHERE r.id = (
+    SELECT id FROM {raw}
+    WHERE status = 'pending' AND kind = %(kind)s AND visible_at <= now()
+    ORDER BY priority DESC, visible_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING r.id
+"""
+
+# One job's completion and the next one's claim in one statement (one commit): the least
+# a run's end can cost a place that passes straight on.
+_COMPLETE_AND_CLAIM = """
+WITH done AS (
+    UPDATE {raw} SET status = 'done' WHERE id = %(id)s AND status = 'claimed'
+),
+picked AS (
+    SELECT id FROM {raw}
+    WHERE status = 'pending' AND kind = %(kind)s AND visible_at <= now()
+    ORDER BY priority DESC, visible_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {raw} AS r SET status = 'claimed', run_count = r.run_count + 1
+FROM picked WHERE r.id = picked.id
+RETURNING r.id
 """
 
 
@@ -139,46 +171,84 @@ class Ceilings:
         count = self.settings.jobs
         self.reset()
         self._fill(count)
-        conns = [psycopg.connect(self.settings.dsn, autocommit=True) for _ in range(concurrency)]
-        taken: list[list[int]] = [[] for _ in range(concurrency)]
-        errors: list[BaseException] = []
-        gate = threading.Barrier(concurrency + 1)
         query = self._sql(_CLAIM_COMPLETE)
 
-        def work(index: int) -> None:
+        def work(conn: psycopg.Connection[Any], taken: list[int]) -> None:
             params = {"kind": BENCH_KIND, "limit": batch}
+            with conn.cursor() as cur:
+                while rows := cur.execute(query, params).fetchall():
+                    taken.extend(row[0] for row in rows)
+
+        what = f"ceiling drain c{concurrency} batch {batch}"
+        elapsed = self._threads(concurrency, work, count, what)
+        shape = "commit_per_job" if batch == 1 else "batched"
+        return {f"ceiling.{shape}.c{concurrency}": count / elapsed}
+
+    def passing(self, places: int, job_seconds: float, count: int) -> dict[str, float]:
+        """``places`` threads, each on its own connection, running jobs of ``job_seconds``
+        (an `Event.wait`, as the bench's handler does): each claims one row, then after
+        every job completes it and claims the next in one statement, until none is left.
+        What a kind limited to ``places`` with such jobs can drain at best."""
+        self.reset()
+        self._fill(count)
+        claim_one, complete_and_claim = self._sql(_CLAIM_ONE), self._sql(_COMPLETE_AND_CLAIM)
+
+        def place(conn: psycopg.Connection[Any], taken: list[int]) -> None:
+            pause = threading.Event()
+            params: dict[str, Any] = {"kind": BENCH_KIND}
+            with conn.cursor() as cur:
+                row = cur.execute(claim_one, params).fetchone()
+                while row is not None:
+                    taken.append(row[0])
+                    pause.wait(job_seconds)
+                    row = cur.execute(complete_and_claim, {**params, "id": row[0]}).fetchone()
+
+        what = f"ceiling of {places} places passed on, {job_seconds * 1000:g} ms jobs"
+        elapsed = self._threads(places, place, count, what)
+        return {f"ceiling.limited{places}.{job_seconds * 1000:g}ms": count / elapsed}
+
+    def _threads(
+        self,
+        threads: int,
+        work: Callable[[psycopg.Connection[Any], list[int]], None],
+        count: int,
+        what: str,
+    ) -> float:
+        """Run ``work(conn, taken)`` in ``threads`` threads, each on its own autocommit
+        connection, started together; the seconds until all ended, once the rows each
+        took (appended to ``taken``) are checked: ``count`` rows, each taken and done
+        exactly once."""
+        conns = [psycopg.connect(self.settings.dsn, autocommit=True) for _ in range(threads)]
+        taken: list[list[int]] = [[] for _ in range(threads)]
+        errors: list[BaseException] = []
+        gate = threading.Barrier(threads + 1)
+
+        def guarded(index: int) -> None:
             try:
                 gate.wait()
-                with conns[index].cursor() as cur:
-                    while True:
-                        rows = cur.execute(query, params).fetchall()
-                        if not rows:
-                            return
-                        taken[index].extend(row[0] for row in rows)
+                work(conns[index], taken[index])
             except BaseException as exc:
                 errors.append(exc)
 
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(concurrency)]
-        for thread in threads:
+        running = [threading.Thread(target=guarded, args=(i,)) for i in range(threads)]
+        for thread in running:
             thread.start()
         try:
             gate.wait()
             started = time.perf_counter()
-            for thread in threads:
+            for thread in running:
                 thread.join()
             elapsed = time.perf_counter() - started
         finally:
             for conn in conns:
                 conn.close()
         if errors:
-            raise BenchFailure(f"ceiling drain c{concurrency}: {errors[0]!r}")
-        what = f"ceiling drain c{concurrency} batch {batch}"
+            raise BenchFailure(f"{what}: {errors[0]!r}")
         ids = [i for chunk in taken for i in chunk]
         if len(ids) != count or len(set(ids)) != count:
             raise BenchFailure(f"{what}: took {len(ids)} rows, {len(set(ids))} distinct of {count}")
         self._check_rows(count, "done", what)
-        shape = "commit_per_job" if batch == 1 else "batched"
-        return {f"ceiling.{shape}.c{concurrency}": count / elapsed}
+        return elapsed
 
     def _check_rows(self, count: int, status: str, what: str) -> None:
         query = self._sql(

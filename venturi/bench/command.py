@@ -115,6 +115,7 @@ def _groups(
         groups.append(
             [
                 functools.partial(_slow_limited, slow),
+                functools.partial(raw.passing, SLOW_LIMIT, SLOW_JOB_SECONDS, _slow_count(s)),
                 *(
                     functools.partial(
                         _suffixed, UNPREPARED_SUFFIX, functools.partial(_slow_limited, bench, False)
@@ -149,14 +150,18 @@ def _groups(
 
 def _slow_limited(bench: VenturiBench, with_ideal: bool = True) -> dict[str, float]:
     """The drain of the kind limited to `SLOW_LIMIT` with jobs of `SLOW_JOB_SECONDS`
-    (a fifth of ``jobs``, at most 1,000), beside (``with_ideal``) the most its places
-    can run."""
+    (`_slow_count` of them), beside (``with_ideal``) the most its places could run if a
+    run's end cost nothing."""
     key = f"limited{SLOW_LIMIT}.{SLOW_JOB_SECONDS * 1000:g}ms.c16"
-    count = max(1, min(1000, bench.settings.jobs // 5))
-    figures = bench.drain(16, key, count)
+    figures = bench.drain(16, key, _slow_count(bench.settings))
     if not with_ideal:
         return figures
     return {**figures, f"{key}.ideal": SLOW_LIMIT / SLOW_JOB_SECONDS}
+
+
+def _slow_count(settings: BenchSettings) -> int:
+    """Jobs of the limited kind with slow jobs: a fifth of ``jobs``, at most 1,000."""
+    return max(1, min(1000, settings.jobs // 5))
 
 
 def _suffixed(suffix: str, step: Step) -> dict[str, float]:
