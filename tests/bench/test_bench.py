@@ -32,6 +32,7 @@ EXPECTED_SERIES = {
     "transactional.c16",
     "limited3.10ms.c16",
     "limited3.10ms.c16.ideal",
+    "ceiling.limited3.10ms",
     "prune.alone.c16",
     "prune.beside.c16",
     "prune.deleted",
@@ -154,6 +155,7 @@ def test_compare_unprepared_runs_the_limited_kind_both_ways(database_dsn: str) -
         "limited3.10ms.c16",
         "limited3.10ms.c16.unprepared",
         "limited3.10ms.c16.ideal",
+        "ceiling.limited3.10ms",
     }
     compared = {(row["series"], row["ceiling"]): row for row in report["comparisons"]}
     unprepared = "limited3.10ms.c16.unprepared"
@@ -161,7 +163,8 @@ def test_compare_unprepared_runs_the_limited_kind_both_ways(database_dsn: str) -
     assert compared[(unprepared, "limited3.10ms.c16")]["ceiling_label"] == (
         DEFAULT_PREPARATION_LABEL
     )
-    assert compared[("limited3.10ms.c16", "limited3.10ms.c16.ideal")]["target"] == 0.8
+    assert compared[("limited3.10ms.c16", "ceiling.limited3.10ms")]["target"] == 0.8
+    assert compared[("limited3.10ms.c16", "limited3.10ms.c16.ideal")]["target"] is None
 
 
 def test_bad_process_counts_are_refused_before_anything_runs(database_dsn: str) -> None:
