@@ -11,6 +11,7 @@ import pytest
 
 from tests.support import Listener, Probe
 from venturi.models import JobRecord, JobStatus, NewJob, Outcome
+from venturi.prefix import Prefix
 from venturi.settlements import BatchOutcome, Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
@@ -237,3 +238,35 @@ def _wait_stale(store: PostgresStore) -> list[JobRecord]:
     from tests.support import wait_until
 
     return wait_until(store.find_stale, timeout=10, what="the lease to expire")
+
+
+def _prepared_completions(store: PostgresStore) -> int:
+    with store.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ("-- Completes a batch%",),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.parametrize(("batch", "prepared"), [(2, 1), (17, 0)])
+def test_only_small_completion_batches_become_prepared_statements(
+    database_dsn: str, prefix: str, batch: int, prepared: int
+) -> None:
+    """On a connection straight to the server ("auto"), a completion of a few runs is
+    prepared once it has run five times; a large batch never is (psycopg-binary held on
+    to memory for a prepared statement's large binary array parameters)."""
+    store = PostgresStore.from_dsn(database_dsn, Prefix(prefix), pool_size=1)
+    try:
+        store.migrate()
+        store.enqueue_many([NewJob("k") for _ in range(6 * batch)])
+        for _ in range(6):
+            jobs = store.claim("w", {"k": 60.0}, batch)
+            assert len(jobs) == batch
+            outcome = store.complete_many([(Claim.of(j), Settlement.complete()) for j in jobs])
+            assert outcome.applied == {j.id for j in jobs}
+        assert _prepared_completions(store) == prepared
+    finally:
+        store.drop_prefix()
+        store.close()

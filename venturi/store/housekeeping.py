@@ -85,9 +85,13 @@ class Housekeeping:
         with self.connection() as conn, conn.transaction():
             yield conn
 
-    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    def _fetch(
+        self, name: str, params: dict[str, Any] | None = None, *, prepare: bool | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Run ``sql/<name>.sql`` on a pooled connection; ``prepare`` False keeps it from
+        being prepared there (None: as the connection decides)."""
         with self.connection() as conn:
-            return run_statement(conn, sqlfiles.statement(name, self.prefix), params)
+            return run_statement(conn, sqlfiles.statement(name, self.prefix), params, prepare)
 
     def _read(
         self, name: str, params: dict[str, Any], conn: psycopg.Connection[Any] | None

@@ -138,9 +138,11 @@ def run_statement(
     conn: psycopg.Connection[Any],
     query: sql.Composed | bytes,
     params: dict[str, Any] | None = None,
+    prepare: bool | None = None,
 ) -> list[tuple[Any, ...]]:
     """Run one statement. Pool connections autocommit, or (a borrowed pool's) commit when
     `ConnectionPool.connection` returns them, so each statement is its own transaction.
+    ``prepare`` is psycopg's: None lets the connection's threshold decide.
 
     JSON columns come back decoded even on a connection that loads them as text: Django's
     own, which `venturi.contrib.django.testing` lends the store as its pool."""
@@ -148,7 +150,7 @@ def run_statement(
         if conn.adapters.get_loader(JSONB_OID, pq.Format.TEXT) is not JsonbLoader:
             cur.adapters.register_loader("jsonb", JsonbLoader)
             cur.adapters.register_loader("json", JsonLoader)
-        cur.execute(query, params)
+        cur.execute(query, params, prepare=prepare)
         return cur.fetchall() if cur.description else []
 
 
