@@ -50,7 +50,7 @@ ENQUEUE_RETRY_SECONDS: Final = 10.0
 # or an enqueue. "auto" prepares on connections straight to PostgreSQL and never behind
 # a pooling proxy: a transaction pooler such as PgBouncer hands each transaction another
 # server connection, where the statement is missing or means another query. Measured
-# with `venturi bench --compare-prepared` (README, "Behind PgBouncer").
+# with `venturi bench --compare-unprepared` (README, "Behind PgBouncer").
 DEFAULT_PREPARED_STATEMENTS: Final[Preparation] = "auto"
 # The most runs a batched completion may complete and still be a prepared statement.
 PREPARED_COMPLETIONS_MAX: Final = 16
