@@ -17,7 +17,7 @@ from psycopg import pq
 from venturi.errors import first_line
 from venturi.prefix import Prefix
 from venturi.store import retrying, sqlfiles
-from venturi.store.statements import leads_to_pooling_proxy
+from venturi.store.statements import PREPARE_THRESHOLD, leads_to_pooling_proxy
 
 logger = logging.getLogger("venturi.notifier")
 
@@ -64,7 +64,12 @@ class PostgresNotifier:
         # A pooling proxy makes the notifier poll (`connect`), so this connection always
         # leads to the server itself: server-side prepared statements are safe on it,
         # whatever the pool's setting (a `borrowed` claim is prepared).
-        self._kwargs = {**_KEEPALIVES, **kwargs, "autocommit": True, "prepare_threshold": 5}
+        self._kwargs = {
+            **_KEEPALIVES,
+            **kwargs,
+            "autocommit": True,
+            "prepare_threshold": PREPARE_THRESHOLD,
+        }
         self._prefix = prefix
         self._conn: psycopg.Connection[Any] | None = None
         self._wake_r, self._wake_w = os.pipe()

@@ -4,11 +4,11 @@ commit. `PostgresStore` inherits these operations."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import psycopg
-from psycopg import errors, sql
+from psycopg import errors
 
 from venturi.errors import StoreError, StoreUnavailable
 from venturi.models import Outcome
@@ -50,12 +50,17 @@ def _outcome(rows: list[tuple[Any, ...]]) -> Outcome | Busy | None:
     return BUSY if rows[0][0] is None else Outcome(rows[0][0])
 
 
-def _taken_key(name: str, exc: BaseException) -> StoreUnavailable:
-    failure = StoreUnavailable(
+def _while_key_taken(name: str, run: Callable[[], list[tuple[Any, ...]]]) -> Outcome | Busy | None:
+    """`_outcome` of ``run()``, run again while it fails because a racing enqueue took
+    the job's dedup key (a few times at most; then `StoreUnavailable`)."""
+    for _ in range(_REPEND_ATTEMPTS):
+        try:
+            return _outcome(run())
+        except errors.UniqueViolation as exc:
+            taken = exc
+    raise StoreUnavailable(
         f"{name}: enqueues kept taking the job's dedup key ({_REPEND_ATTEMPTS} tries)"
-    )
-    failure.__cause__ = exc
-    return failure
+    ) from taken
 
 
 class Repending(Housekeeping):
@@ -68,12 +73,7 @@ class Repending(Housekeeping):
         Re-pending gives up the job's dedup key when a newer pending job holds it, but a
         racing enqueue can take the key between that check and the write. The statement
         then fails having changed nothing, so it runs again (a few times at most)."""
-        for _ in range(_REPEND_ATTEMPTS):
-            try:
-                return _outcome(self._fetch(name, params))
-            except errors.UniqueViolation as exc:
-                taken = exc
-        raise _taken_key(name, taken)
+        return _while_key_taken(name, lambda: self._fetch(name, params))
 
     def settle_many(self, items: Sequence[tuple[Claim, Settlement]]) -> list[Written]:
         """Write settlements other than completions, each as `Store.settle` would, one
@@ -108,24 +108,25 @@ class Repending(Housekeeping):
     def _fetch_each(self, name: str, params: list[dict[str, Any]]) -> list[Written]:
         """Run statement ``name`` once for each of ``params`` in one transaction, each in
         a savepoint (see `settle_many`)."""
-        query = sqlfiles.query(name, self.prefix)
+        query = sqlfiles.statement(name, self.prefix)
         with self.transaction() as conn:
             return [_run_saved(conn, name, query, p) for p in params]
 
 
 def _run_saved(
-    conn: psycopg.Connection[Any], name: str, query: sql.Composed, params: dict[str, Any]
+    conn: psycopg.Connection[Any], name: str, query: bytes, params: dict[str, Any]
 ) -> Written:
-    for _ in range(_REPEND_ATTEMPTS):
-        try:
-            with conn.transaction():  # a savepoint: a refused statement undoes itself alone
-                return _outcome(run_statement(conn, query, params))
-        except errors.UniqueViolation as exc:
-            taken = exc  # a racing enqueue took the dedup key: run it again
-        except psycopg.Error as exc:
-            if retrying.classify(exc) is not retrying.ErrorClass.STATEMENT:
-                raise
-            refused = retrying.store_error(exc)
-            refused.__cause__ = exc
-            return refused
-    return _taken_key(name, taken)
+    def saved() -> list[tuple[Any, ...]]:
+        with conn.transaction():  # a savepoint: a refused statement undoes itself alone
+            return run_statement(conn, query, params)
+
+    try:
+        return _while_key_taken(name, saved)
+    except StoreUnavailable as taken:  # racing enqueues kept taking the dedup key
+        return taken
+    except psycopg.Error as exc:
+        if retrying.classify(exc) is not retrying.ErrorClass.STATEMENT:
+            raise
+        refused = retrying.store_error(exc)
+        refused.__cause__ = exc
+        return refused

@@ -160,9 +160,8 @@ def run_prepared(
     """Run one statement as a server-side prepared statement (planned once per
     connection) on an autocommit connection straight to the server, never one behind a
     transaction-pooling proxy. Errors become venturi's (`mapped_errors`)."""
-    with mapped_errors(), conn.cursor(row_factory=tuple_row) as cur:
-        cur.execute(query, params, prepare=True)
-        return cur.fetchall() if cur.description else []
+    with mapped_errors():
+        return run_statement(conn, query, params, prepare=True)
 
 
 def run_read(
