@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
@@ -44,8 +45,13 @@ def notice(chrome: webdriver.Chrome) -> str:
 
 
 def _notice(chrome: webdriver.Chrome) -> str | None:
+    """The notice's text, or None while there is none, or while the page it was found on
+    is being replaced (the action's redirect): the next try reads the new page."""
     found = chrome.find_elements(By.ID, "notice")
-    return str(found[0].text) if found else None
+    try:
+        return str(found[0].text) if found else None
+    except StaleElementReferenceException:
+        return None
 
 
 def test_every_page_loads_and_is_screenshotted(
