@@ -18,6 +18,7 @@ from venturi.payload import encode_payload
 from venturi.prefix import Prefix
 from venturi.store import sqlfiles
 from venturi.store.copying import COPY_MIN_JOBS, copy_jobs, copy_possible, copyable
+from venturi.store.statements import returned_rows
 
 # A dedup statement can find the key's holder gone mid-statement (claimed, or inserted by a
 # transaction our snapshot cannot see); each retry takes a fresh snapshot.
@@ -69,7 +70,7 @@ class Enqueuer:
         """Run one statement on ``conn`` and return its first row, if any."""
         with conn.cursor(row_factory=tuple_row) as cur:
             cur.execute(self._query(name), params)
-            return cur.fetchone() if cur.description else None
+            return cur.fetchone() if returned_rows(cur) else None
 
     def enqueue(self, conn: psycopg.Connection[Any], job: NewJob, job_id: ULID) -> ULID:
         """Write ``job`` under ``job_id`` (chosen by the caller, so a retry after a lost

@@ -151,7 +151,15 @@ def run_statement(
             cur.adapters.register_loader("jsonb", JsonbLoader)
             cur.adapters.register_loader("json", JsonLoader)
         cur.execute(query, params, prepare=prepare)
-        return cur.fetchall() if cur.description else []
+        return cur.fetchall() if returned_rows(cur) else []
+
+
+def returned_rows(cur: psycopg.Cursor[Any]) -> bool:
+    """Whether ``cur``'s last statement returned rows (zero or more), as a SELECT or
+    RETURNING does; `Cursor.description` tells the same but builds a column object per
+    column each time it is read, which a claim's 19 columns pay on every call."""
+    result = cur.pgresult
+    return result is not None and result.status == pq.ExecStatus.TUPLES_OK
 
 
 def run_prepared(
@@ -173,4 +181,4 @@ def run_read(
         cur.adapters.register_loader("json", JsonLoader)
         cur.adapters.register_loader("jsonb", JsonbLoader)
         cur.execute(query, params)
-        return cur.fetchall() if cur.description else []
+        return cur.fetchall() if returned_rows(cur) else []
