@@ -157,6 +157,8 @@ class Dispatcher:
             self._unreserve(free - len(jobs))
             for job in jobs:
                 self._ready.put(self._hold(job))
+        if jobs and len(jobs) < free:
+            _let_handlers_start()
         return free, len(jobs)
 
     def _unreserve(self, count: int) -> None:
@@ -236,3 +238,13 @@ class Dispatcher:
                 PROBE_TIMEOUT,
                 self.poll_interval,
             )
+
+
+def _let_handlers_start() -> None:
+    """Give up the GIL for a moment, so that a handler thread woken by the jobs just queued
+    starts them now. A claim that did not fill the free slots leaves the worker going
+    idle: the dispatcher would go on to read when the next job is due, and a handler
+    thread waiting for the GIL would start only when that read reached its round trip.
+    Measured from an enqueue's commit to the handler's first line on an idle worker at
+    concurrency 1, that wait was 0.1 ms of the median and more at the tail."""
+    time.sleep(0)
