@@ -8,6 +8,7 @@ and two-process scaling).
 from __future__ import annotations
 
 import json
+import statistics
 from typing import Any
 
 import psycopg
@@ -130,6 +131,13 @@ def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -
         assert row["ceiling"] == ceiling
         assert row["ratio"] == pytest.approx(medians[key]["median"] / medians[ceiling]["median"])
         assert row["met"] == (None if target is None else row["ratio"] >= target)
+        rounds = zip(medians[key]["samples"], medians[ceiling]["samples"], strict=True)
+        per_round = [value / base for value, base in rounds]
+        assert row["paired"] == {
+            "median": pytest.approx(statistics.median(per_round)),
+            "min": pytest.approx(min(per_round)),
+            "max": pytest.approx(max(per_round)),
+        }
     limits = {row["series"]: row for row in quick_report["limits"]}
     assert set(limits) == {key for _, key, _ in LIMITS}
     assert quick_report["settings"]["workloads"] == list(WORKLOADS)

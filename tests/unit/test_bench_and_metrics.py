@@ -69,3 +69,23 @@ def test_enqueue_many_is_compared_with_both_its_ceilings() -> None:
     assert (inserted["ratio"], inserted["met"]) == (pytest.approx(0.9), False)
     assert copied["ceiling_label"] == "raw binary COPY"
     assert (copied["ratio"], copied["met"]) == (pytest.approx(0.6), None)
+
+
+def test_a_ratio_per_round_pairs_figures_of_the_same_round() -> None:
+    # The machine's speed moved between rounds: the medians (200 and 340) come from
+    # different rounds, the per-round ratios from the same one each.
+    samples = {"cpu.1p": [300.0, 150.0, 200.0], "cpu.2p": [540.0, 300.0, 340.0]}
+    row = {r["name"]: r for r in report.build({}, samples)["comparisons"]}[
+        "CPU-bound jobs, 2 worker processes"
+    ]
+    assert (row["ratio"], row["met"]) == (pytest.approx(1.7), True)
+    assert row["paired"] == {
+        "median": pytest.approx(1.8),
+        "min": pytest.approx(1.7),
+        "max": pytest.approx(2.0),
+    }
+
+
+def test_series_sampled_in_different_rounds_have_no_ratio_per_round() -> None:
+    assert report.paired_ratio([1.0, 2.0], [1.0]) is None
+    assert report.paired_ratio([], []) is None

@@ -138,13 +138,18 @@ def _groups(
         figures = ("processes.", "backends.")  # throughput, and the group's peak backends
         groups.append([functools.partial(_only, figures, drive, main, count, 16, s.jobs)])
     if "cpu" in workloads:
-        for count in processes or CPU_PROCESSES:
-            groups.append(
-                [
+        # One group, so that each round takes every process count back to back (the next
+        # round in the reverse order) and the per-round ratios pair figures seconds apart.
+        groups.append(
+            [
+                step
+                for count in processes or CPU_PROCESSES
+                for step in (
                     functools.partial(drive, main, count, CPU_CONCURRENCY, s.cpu_jobs, cpu_loops),
                     functools.partial(cpu_ceiling, count, s.cpu_jobs, cpu_loops),
-                ]
-            )
+                )
+            ]
+        )
     return groups
 
 

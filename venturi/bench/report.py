@@ -125,6 +125,17 @@ def summarize(samples: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
     }
 
 
+def paired_ratio(values: list[float], ceilings: list[float]) -> dict[str, float] | None:
+    """The median, min and max of the round-by-round ratios of two series measured once
+    per round (None otherwise): each ratio sets two figures taken minutes apart at most,
+    so a machine whose speed drifts between rounds moves it less than the ratio of the
+    two medians, which may pair figures from different rounds."""
+    if len(values) != len(ceilings) or not values:
+        return None
+    ratios = [value / ceiling for value, ceiling in zip(values, ceilings, strict=True)]
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+
+
 def build(settings: dict[str, Any], samples: dict[str, list[float]]) -> dict[str, Any]:
     """The machine-readable report (`--json`): series, ratios and targets."""
     series = summarize(samples)
@@ -144,6 +155,7 @@ def build(settings: dict[str, Any], samples: dict[str, list[float]]) -> dict[str
                 "ceiling": ceiling,
                 "ceiling_label": ceiling_label,
                 "ratio": ratio,
+                "paired": paired_ratio(samples[key], samples[ceiling]),
                 "target": target,
                 "met": None if target is None else ratio >= target,
             }
@@ -168,6 +180,12 @@ def _figure(stats: dict[str, Any]) -> str:
     return f"{stats['median']:.2f} ({stats['min']:.2f}-{stats['max']:.2f})"
 
 
+def _paired(paired: dict[str, float] | None) -> str:
+    if paired is None:
+        return ""
+    return f"{paired['median']:.2f}x ({paired['min']:.2f}-{paired['max']:.2f})"
+
+
 def _met(met: bool | None) -> str:
     return "" if met is None else ("met" if met else "NOT met")
 
@@ -177,7 +195,8 @@ def render(report: dict[str, Any], console: Console | None = None) -> None:
     console = console or stdout_console()
     series = report["series"]
     ratios = Table(title="venturi vs. ceilings (median, min-max over rounds)")
-    for column in ("workload", "venturi jobs/s", "ceiling", "ceiling jobs/s", "ratio", "target"):
+    columns = ("workload", "venturi jobs/s", "ceiling", "ceiling jobs/s", "ratio", "per round")
+    for column in (*columns, "target"):
         ratios.add_column(column)
     for row in report["comparisons"]:
         target = "" if row["target"] is None else f">= {row['target']:g}x {_met(row['met'])}"
@@ -187,6 +206,7 @@ def render(report: dict[str, Any], console: Console | None = None) -> None:
             row["ceiling_label"],
             _figure(series[row["ceiling"]]),
             f"{row['ratio']:.2f}x",
+            _paired(row["paired"]),
             target,
         )
     console.print(ratios)
