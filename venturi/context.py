@@ -13,6 +13,7 @@ from ulid import ULID
 
 from venturi.errors import ConfigurationError
 from venturi.models import JobRecord
+from venturi.stopping import StopEvent
 
 _current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
     "venturi_current_job", default=None
@@ -31,7 +32,7 @@ class JobContext:
     """
 
     job: JobRecord
-    stopping: threading.Event = attrs.field(factory=threading.Event)
+    stopping: threading.Event = attrs.field(factory=StopEvent)
     notes: list[str] = attrs.field(factory=list)
     attachment: Any = None
     _extend: Callable[[], bool] | None = attrs.field(default=None, alias="extend")
