@@ -54,7 +54,10 @@ _OUTCOMES: Final = {
 }
 
 
-@attrs.frozen
+# Built for every run's end: without slots, construction sets fields through the instance
+# dict and the cached JSON below lives there too (a slotted class reaches it through a
+# generated __getattr__ on every read).
+@attrs.frozen(slots=False)
 class Settlement:
     """How a claimed run ends. Built with the named constructors, applied by the store."""
 
