@@ -24,8 +24,8 @@ def test_quick_jobs_get_about_two_round_trips_of_work_up_to_the_ceiling() -> Non
     prefetch = Prefetch(concurrency=16)
     prefetch.observe_claim(0.001)
     prefetch.observe_run(0.00001)
-    assert prefetch.size == prefetch.ceiling == max(MIN_CEILING, 32)
-    assert Prefetch(concurrency=40).ceiling == 80
+    assert prefetch.size == prefetch.ceiling == max(MIN_CEILING, 64)
+    assert Prefetch(concurrency=40).ceiling == 160
 
 
 def test_slow_jobs_get_the_floor() -> None:
@@ -40,7 +40,7 @@ def test_the_averages_follow_a_change_of_pace() -> None:
     prefetch = Prefetch(concurrency=2)
     prefetch.observe_claim(0.001)
     prefetch.observe_run(0.0001)
-    assert prefetch.size == 32
+    assert prefetch.size == 40
     for _ in range(40):
         prefetch.observe_run(1.0)
     assert prefetch.size == 1
