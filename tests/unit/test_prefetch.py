@@ -24,7 +24,7 @@ def test_quick_jobs_get_about_two_round_trips_of_work_up_to_the_ceiling() -> Non
     prefetch = Prefetch(concurrency=16)
     prefetch.observe_claim(0.001)
     prefetch.observe_run(0.00001)
-    assert prefetch.size == prefetch.ceiling == max(MIN_CEILING, 64)
+    assert prefetch.size == prefetch.ceiling == max(MIN_CEILING, 64) == 64
     assert Prefetch(concurrency=40).ceiling == 160
 
 

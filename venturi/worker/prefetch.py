@@ -20,11 +20,12 @@ SMOOTHING: Final = 0.2
 DEFAULT_FLOOR: Final = 1
 # Never hold more than this many jobs per handler thread ahead of them, nor fewer
 # than this many in all, whatever the averages say. For no-op jobs the averages ask for
-# more than this: at a ceiling of 32 a drain's handlers ran dry while a claim was in
-# flight, and 128 drained 1.2x faster at concurrency 16 and 1.25x at 1 (side by side,
-# worker and server CPU per job both lower: fewer, larger claims and completions).
+# more than this. At a ceiling of 32 a drain's handlers ran dry while a claim was in
+# flight; 64 drained 1.1x faster at concurrency 16 and 1.2x at 1 (side by side, with
+# less worker and server CPU per job: fewer, larger claims and completions). 128 gained
+# a little more but raised a c16 worker's peak RSS from 45 MB to 50.5 (64: 47).
 PER_HANDLER_CEILING: Final = 4
-MIN_CEILING: Final = 128
+MIN_CEILING: Final = 64
 
 
 class Prefetch:

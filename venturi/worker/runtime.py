@@ -68,7 +68,7 @@ class Worker:
 
     Tuning (keywords of `Queue.worker`): ``prefetch`` jobs claimed beyond the busy
     handler threads (default: adapted to job and claim durations, 1 for jobs much slower
-    than a claim round trip, up to ``max(128, 4 * concurrency)`` for quick ones; see
+    than a claim round trip, up to ``max(64, 4 * concurrency)`` for quick ones; see
     `venturi.worker.prefetch`), ``heartbeat_interval`` (default a third of the shortest lease,
     and never more), ``reaper_interval`` (seconds between scans for expired leases),
     ``completion_batch`` (completions per statement). ``schedules`` are fired and
