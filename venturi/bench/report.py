@@ -127,9 +127,9 @@ def summarize(samples: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
 
 def paired_ratio(values: list[float], ceilings: list[float]) -> dict[str, float] | None:
     """The median, min and max of the round-by-round ratios of two series measured once
-    per round (None otherwise): each ratio sets two figures taken minutes apart at most,
-    so a machine whose speed drifts between rounds moves it less than the ratio of the
-    two medians, which may pair figures from different rounds."""
+    per round (None otherwise). Each ratio pairs two figures of one round, taken minutes
+    apart at most, so a machine whose speed drifts between rounds moves it less than it
+    moves the ratio of the two medians, which may pair figures from different rounds."""
     if len(values) != len(ceilings) or not values:
         return None
     ratios = [value / ceiling for value, ceiling in zip(values, ceilings, strict=True)]
