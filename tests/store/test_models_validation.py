@@ -75,6 +75,12 @@ def test_an_oversize_payload_is_refused_and_nothing_written(
             small.enqueue_many([NewJob("k", {}), NewJob("k", too_big), NewJob("k", {})])
         with pytest.raises(InvalidPayload):
             small.enqueue(NewJob("k", too_big, dedup_key="d", on_duplicate="replace"))
+        # The limit counts UTF-8 bytes, not characters: 65 characters, 57 of them 2 bytes.
+        wide = {"t": "é" * (65 - len('{"t":""}'))}
+        with pytest.raises(InvalidPayload, match=r"payload.*122 bytes.*limit is 64"):
+            small.enqueue(NewJob("k", wide))
+        with pytest.raises(InvalidPayload, match="max_payload_bytes"):
+            small.enqueue_many([NewJob("k", wide)] * 200)  # the COPY path
         _nothing_written(probe)
     finally:
         probe.close()
