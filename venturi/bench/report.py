@@ -195,8 +195,15 @@ def render(report: dict[str, Any], console: Console | None = None) -> None:
     console = console or stdout_console()
     series = report["series"]
     ratios = Table(title="venturi vs. ceilings (median, min-max over rounds)")
-    columns = ("workload", "venturi jobs/s", "ceiling", "ceiling jobs/s", "ratio", "per round")
-    for column in (*columns, "target"):
+    for column in (
+        "workload",
+        "venturi jobs/s",
+        "ceiling",
+        "ceiling jobs/s",
+        "ratio",
+        "per round",
+        "target",
+    ):
         ratios.add_column(column)
     for row in report["comparisons"]:
         target = "" if row["target"] is None else f">= {row['target']:g}x {_met(row['met'])}"
