@@ -14,8 +14,8 @@ WITH batch AS (
 renewed AS (
     UPDATE {jobs} AS j
     SET claim_expires_at = now() + make_interval(secs => b.lease)
-    FROM locked JOIN batch AS b ON b.id = locked.id
-    WHERE j.id = locked.id
+    FROM locked AS b
+    WHERE j.id = b.id
     RETURNING j.id
 )
 SELECT id, true FROM renewed

@@ -21,8 +21,8 @@ WITH batch AS (
 settled AS (
     UPDATE {jobs} AS j
     SET status = 'completed', finished_at = statement_timestamp(), claim_expires_at = NULL
-    FROM locked JOIN batch AS b ON b.id = locked.id
-    WHERE j.id = locked.id
+    FROM locked AS b
+    WHERE j.id = b.id
       AND (NOT %(within_lease)s::boolean OR j.claim_expires_at > statement_timestamp())
     RETURNING j.id, j.kind, j.run_count, j.status, b.attachment, b.note, j.has_children,
               j.awaited
