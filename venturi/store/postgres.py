@@ -52,8 +52,6 @@ ENQUEUE_RETRY_SECONDS: Final = 10.0
 # server connection, where the statement is missing or means another query. Measured
 # with `venturi bench --compare-unprepared` (README, "Behind PgBouncer").
 DEFAULT_PREPARED_STATEMENTS: Final[Preparation] = "auto"
-# The most runs a batched completion may complete and still be a prepared statement.
-PREPARED_COMPLETIONS_MAX: Final = 16
 
 
 # A dict-backed class (no slots), so a test may replace one operation of one instance.
@@ -270,13 +268,8 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         if not items:
             return BatchOutcome()
-        # A large batch is planned afresh each time (a small share of its statement's
-        # time), never prepared: psycopg-binary's prepared statements with large binary
-        # array parameters left a concurrency-16 worker draining 20,000 jobs at 77 MB
-        # peak RSS instead of 45.
-        prepare = None if len(items) <= PREPARED_COMPLETIONS_MAX else False
         params = completion_params(items, within_lease=False)
-        return BatchOutcome.from_rows(self._fetch("settle_complete", params, prepare=prepare))
+        return BatchOutcome.from_rows(self._fetch("settle_complete", params))
 
     def complete_in(
         self, conn: psycopg.Connection[Any], claim: Claim, settlement: Settlement
