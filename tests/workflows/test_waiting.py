@@ -147,11 +147,14 @@ def test_a_waiter_is_woken_again_after_its_listener_reconnects(
     thread = threading.Thread(target=lambda: outcome.append(queue.wait(job_id, timeout=60)))
     thread.start()
     wait_until(lambda: _listeners(probe, queue) == 1)
+    # Finished with no notification, as one sent while nobody listened is lost; then the
+    # listener is cut off. Only the reconnect's read of the waited-for jobs can wake the
+    # waiter. (Finishing after the cut raced the reconnect, which is immediate: a read
+    # before the UPDATE committed left the waiter asleep.)
+    probe.rows("UPDATE {jobs} SET status = 'cancelled', finished_at = now()")
     probe.rows(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE %s",
         f'%LISTEN "{queue.prefix}_done"%',
     )
-    # Finished while nobody listened: the reconnect reads the waited-for jobs again.
-    probe.rows("UPDATE {jobs} SET status = 'cancelled', finished_at = now()")
     thread.join(60)
     assert outcome and getattr(outcome[0], "status", None) == "cancelled"
