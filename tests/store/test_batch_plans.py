@@ -17,17 +17,12 @@ from psycopg import sql
 from venturi.models import JobRecord, NewJob
 from venturi.settlements import Claim, Settlement
 from venturi.store import sqlfiles
-from venturi.store.flow import completion_params
+from venturi.store.flow import completion_params, lease_params
 from venturi.store.postgres import PostgresStore
 
 
 def _lease_params(jobs: list[JobRecord]) -> dict[str, Any]:
-    return {
-        "ids": [j.id.to_uuid() for j in jobs],
-        "owners": [j.claimed_by for j in jobs],
-        "runs": [j.run_count for j in jobs],
-        "leases": [30.0 for _ in jobs],
-    }
+    return lease_params([(Claim.of(j), 30.0) for j in jobs])
 
 
 def _completion_params(jobs: list[JobRecord]) -> dict[str, Any]:

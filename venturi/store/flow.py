@@ -176,3 +176,14 @@ def completion_params(
         "notes": [s.note for _, s in items],
         "within_lease": within_lease,
     }
+
+
+def lease_params(leases: Sequence[tuple[Claim, float]]) -> dict[str, Any]:
+    """The parameters of extend_lease.sql for renewing each claim of ``leases`` for its
+    number of seconds."""
+    return {
+        "ids": [c.job_id.to_uuid() for c, _ in leases],
+        "owners": [c.claimed_by for c, _ in leases],
+        "runs": [c.run_count for c, _ in leases],
+        "leases": [float(seconds) for _, seconds in leases],
+    }

@@ -21,7 +21,7 @@ from venturi.store import migrations, retrying, sqlfiles
 from venturi.store.dependencies import Dependencies
 from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
-from venturi.store.flow import FlowControl, completion_params
+from venturi.store.flow import FlowControl, completion_params, lease_params
 from venturi.store.ids import new_id, new_ids
 from venturi.store.observing import Observing
 from venturi.store.owned_pools import open_owned
@@ -286,16 +286,7 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
     def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome:
         if not leases:
             return BatchOutcome()
-        rows = self._fetch(
-            "extend_lease",
-            {
-                "ids": [c.job_id.to_uuid() for c, _ in leases],
-                "owners": [c.claimed_by for c, _ in leases],
-                "runs": [c.run_count for c, _ in leases],
-                "leases": [float(s) for _, s in leases],
-            },
-        )
-        return BatchOutcome.from_rows(rows)
+        return BatchOutcome.from_rows(self._fetch("extend_lease", lease_params(leases)))
 
     def find_stale(self, limit: int = 100) -> list[JobRecord]:
         return [JobRecord.from_row(r) for r in self._fetch("find_stale", {"limit": limit})]
