@@ -119,11 +119,9 @@ class InjectingStore(PostgresStore):
         finally:
             self._current.name = previous
 
-    def _fetch(
-        self, name: str, params: dict[str, Any] | None = None, *, prepare: bool | None = None
-    ) -> list[tuple[Any, ...]]:
+    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self.statement(name):
-            return super()._fetch(name, params, prepare=prepare)
+            return super()._fetch(name, params)
 
     def _fetch_each(self, name: str, params: list[dict[str, Any]]) -> list[Written]:
         with self.statement(name):

@@ -85,13 +85,11 @@ class Housekeeping:
         with self.connection() as conn, conn.transaction():
             yield conn
 
-    def _fetch(
-        self, name: str, params: dict[str, Any] | None = None, *, prepare: bool | None = None
-    ) -> list[tuple[Any, ...]]:
-        """Run ``sql/<name>.sql`` on a pooled connection; ``prepare`` False keeps it from
-        being prepared there (None: as the connection decides)."""
+    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run ``sql/<name>.sql`` on a pooled connection (prepared as the connection
+        decides)."""
         with self.connection() as conn:
-            return run_statement(conn, sqlfiles.statement(name, self.prefix), params, prepare)
+            return run_statement(conn, sqlfiles.statement(name, self.prefix), params)
 
     def _read(
         self, name: str, params: dict[str, Any], conn: psycopg.Connection[Any] | None
