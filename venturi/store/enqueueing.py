@@ -18,7 +18,7 @@ from venturi.payload import encode_payload
 from venturi.prefix import Prefix
 from venturi.store import sqlfiles
 from venturi.store.copying import COPY_MIN_JOBS, copy_jobs, copy_possible, copyable
-from venturi.store.statements import returned_rows
+from venturi.store.statements import returned_rows, statement_cursor
 
 # A dedup statement can find the key's holder gone mid-statement (claimed, or inserted by a
 # transaction our snapshot cannot see); each retry takes a fresh snapshot.
@@ -68,9 +68,9 @@ class Enqueuer:
         self, conn: psycopg.Connection[Any], name: str, params: dict[str, Any]
     ) -> tuple[Any, ...] | None:
         """Run one statement on ``conn`` and return its first row, if any."""
-        with conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute(self._query(name), params)
-            return cur.fetchone() if returned_rows(cur) else None
+        cur = statement_cursor(conn)
+        cur.execute(self._query(name), params)
+        return cur.fetchone() if returned_rows(cur) else None
 
     def enqueue(self, conn: psycopg.Connection[Any], job: NewJob, job_id: ULID) -> ULID:
         """Write ``job`` under ``job_id`` (chosen by the caller, so a retry after a lost
@@ -78,7 +78,7 @@ class Enqueuer:
         into."""
         params = self._params(job, job_id)
         if job.dedup_key is None:
-            self._first_row(conn, "enqueue", params)
+            statement_cursor(conn).execute(self._query("enqueue"), params)
             return job_id
         if job.on_duplicate == "keep":
             return self._dedup_statement(conn, "enqueue_keep", params, job)

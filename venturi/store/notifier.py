@@ -17,7 +17,7 @@ from psycopg import pq
 from venturi.errors import first_line
 from venturi.prefix import Prefix
 from venturi.store import retrying, sqlfiles
-from venturi.store.statements import PREPARE_THRESHOLD, leads_to_pooling_proxy
+from venturi.store.statements import PREPARE_THRESHOLD, StoreConnection, leads_to_pooling_proxy
 
 logger = logging.getLogger("venturi.notifier")
 
@@ -107,7 +107,7 @@ class PostgresNotifier:
         """
         if self._polling:
             return
-        conn = psycopg.Connection.connect(self._conninfo, **self._kwargs)
+        conn = StoreConnection.connect(self._conninfo, **self._kwargs)
         try:
             shared = leads_to_pooling_proxy(conn)
             if not shared:

@@ -59,6 +59,36 @@ def mapped_errors() -> Iterator[None]:
         raise retrying.store_error(exc) from exc
 
 
+class StoreConnection(psycopg.Connection[Any]):
+    """A connection of a pool the store opened (`new_pool`), which keeps one tuple-row
+    cursor for the store's statements (`statement_cursor`).
+
+    A psycopg cursor remembers the dumper of each parameter type and the loader of each
+    column type it has met; a new cursor per statement looks them all up again, and
+    builds and closes itself: on a two-core machine about 20 us of a single enqueue's
+    100-150 us of client CPU. The kept cursor holds its last result until the
+    connection's next statement; a pooled connection serves one thread at a time, and so
+    does its cursor.
+    """
+
+    _statements: psycopg.Cursor[tuple[Any, ...]] | None = None
+
+    def statement_cursor(self) -> psycopg.Cursor[tuple[Any, ...]]:
+        cursor = self._statements
+        if cursor is None or cursor.closed:
+            cursor = self._statements = self.cursor(row_factory=tuple_row)
+        return cursor
+
+
+def statement_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[tuple[Any, ...]]:
+    """A tuple-row cursor for one statement on ``conn``: the one a `StoreConnection`
+    keeps, else a new one (a caller's connection, or one of a pool the caller made).
+    Never closed by its user: a client-side cursor holds no server resource."""
+    if isinstance(conn, StoreConnection):
+        return conn.statement_cursor()
+    return conn.cursor(row_factory=tuple_row)
+
+
 def new_pool(
     conninfo: str,
     kwargs: dict[str, Any],
@@ -86,6 +116,7 @@ def new_pool(
         kwargs.setdefault("prepare_threshold", PREPARE_THRESHOLD)
     return ConnectionPool(
         conninfo,
+        connection_class=StoreConnection,
         min_size=min(min_size, size),
         max_size=size,
         kwargs=kwargs,
@@ -146,12 +177,12 @@ def run_statement(
 
     JSON columns come back decoded even on a connection that loads them as text: Django's
     own, which `venturi.contrib.django.testing` lends the store as its pool."""
-    with conn.cursor(row_factory=tuple_row) as cur:
-        if conn.adapters.get_loader(JSONB_OID, pq.Format.TEXT) is not JsonbLoader:
-            cur.adapters.register_loader("jsonb", JsonbLoader)
-            cur.adapters.register_loader("json", JsonLoader)
-        cur.execute(query, params, prepare=prepare)
-        return cur.fetchall() if returned_rows(cur) else []
+    cur = statement_cursor(conn)
+    if conn.adapters.get_loader(JSONB_OID, pq.Format.TEXT) is not JsonbLoader:
+        cur.adapters.register_loader("jsonb", JsonbLoader)
+        cur.adapters.register_loader("json", JsonLoader)
+    cur.execute(query, params, prepare=prepare)
+    return cur.fetchall() if returned_rows(cur) else []
 
 
 def returned_rows(cur: psycopg.Cursor[Any]) -> bool:
