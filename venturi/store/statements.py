@@ -60,8 +60,8 @@ def mapped_errors() -> Iterator[None]:
 
 
 class StoreConnection(psycopg.Connection[Any]):
-    """A connection of a pool the store opened (`new_pool`), which keeps one tuple-row
-    cursor for the store's statements (`statement_cursor`).
+    """A connection of a pool the store opened (`new_pool`) or of its listener, which
+    keeps one tuple-row cursor for the store's statements (`statement_cursor`).
 
     A psycopg cursor remembers the dumper of each parameter type and the loader of each
     column type it has met; a new cursor per statement looks them all up again, and
@@ -74,8 +74,9 @@ class StoreConnection(psycopg.Connection[Any]):
     _statements: psycopg.Cursor[tuple[Any, ...]] | None = None
 
     def statement_cursor(self) -> psycopg.Cursor[tuple[Any, ...]]:
+        # Nothing closes the kept cursor: it lives as long as its connection.
         cursor = self._statements
-        if cursor is None or cursor.closed:
+        if cursor is None:
             cursor = self._statements = self.cursor(row_factory=tuple_row)
         return cursor
 
