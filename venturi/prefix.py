@@ -14,7 +14,8 @@ from venturi.errors import InvalidPrefix
 _PATTERN: Final = re.compile(r"[a-z][a-z0-9_]*", re.ASCII)
 _IDENTIFIER_LIMIT: Final = 63
 
-# Every object venturi creates, by placeholder name -> suffix appended to the prefix.
+# Every object venturi creates (tables, indexes, constraints, functions, domains), by
+# placeholder name -> suffix appended to the prefix.
 # Constraints are named explicitly so PostgreSQL never derives a longer name.
 _SUFFIXES: Final = {
     "jobs": "_jobs",
@@ -50,6 +51,13 @@ _SUFFIXES: Final = {
     "workers": "_workers",
     "workers_pkey": "_workers_pkey",
     "jobs_kind_status_stats": "_jobs_ks_stats",
+    "job_status": "_job_status",
+    "job_status_values": "_job_status_ck",
+    "parent_failure": "_parent_failure",
+    "parent_failure_values": "_parent_fail_ck",
+    "journal_outcome": "_journal_outcome",
+    "journal_outcome_values": "_outcome_ck",
+    "jobs_finished_check": "_jobs_fin_ck",
 }
 LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX

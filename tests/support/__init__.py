@@ -114,6 +114,7 @@ def drop_prefix(dsn: str, prefix: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sqlfiles.query("drop_prefix", Prefix(prefix)))
         conn.execute(sqlfiles.query("drop_prefix_function", Prefix(prefix)))
+        conn.execute(sqlfiles.query("drop_prefix_types", Prefix(prefix)))
 
 
 class Probe:

@@ -145,6 +145,7 @@ class Housekeeping:
     def drop_prefix(self) -> None:
         self._fetch("drop_prefix")
         self._fetch("drop_prefix_function")
+        self._fetch("drop_prefix_types")
 
     def ping(self) -> str:
         with self.connection() as conn:

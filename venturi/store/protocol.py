@@ -81,7 +81,8 @@ class Store(Protocol):
         ...
 
     def drop_prefix(self) -> None:
-        """Drop every table of the prefix (jobs, journal and migration history)."""
+        """Drop every object of the prefix: its tables (jobs, journal, migration history, ...),
+        its function and its domains."""
         ...
 
     def ping(self) -> str:
