@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg import errors
 
-from tests.support import Probe, drop_prefix, fresh_prefix
+from tests.support import Probe
 from venturi.models import JobStatus, NewJob
 from venturi.prefix import Prefix
 from venturi.store import sqlfiles
@@ -117,20 +117,10 @@ def _domains(dsn: str, prefix: Prefix) -> list[str]:
     return [r[0] for r in rows]
 
 
-def test_dropping_a_prefix_drops_its_domains(
-    make_store: Callable[..., PostgresStore], database_dsn: str
-) -> None:
-    name = fresh_prefix("rulesdrop")
-    try:
-        store = make_store(name)
-        store.migrate()
-        assert _domains(database_dsn, store.prefix) == sorted(
-            store.prefix.table(d) for d in DOMAINS
-        )
-        store.drop_prefix()
-        assert _domains(database_dsn, store.prefix) == []
-    finally:
-        drop_prefix(database_dsn, name)
+def test_dropping_a_prefix_drops_its_domains(store: PostgresStore, database_dsn: str) -> None:
+    assert _domains(database_dsn, store.prefix) == sorted(store.prefix.table(d) for d in DOMAINS)
+    store.drop_prefix()
+    assert _domains(database_dsn, store.prefix) == []
 
 
 def test_the_move_to_domains_keeps_the_rows_written_before_it(

@@ -21,6 +21,7 @@ import psycopg.sql
 from venturi.client import Queue
 from venturi.prefix import Prefix
 from venturi.store import sqlfiles
+from venturi.store.housekeeping import DROP_PREFIX_STATEMENTS
 from venturi.store.postgres import PostgresStore
 
 T = TypeVar("T")
@@ -112,9 +113,8 @@ def backends(dsn: str, application_name: str) -> int:
 def drop_prefix(dsn: str, prefix: str) -> None:
     """Remove a test prefix's tables (best effort, the run's own leftovers only)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sqlfiles.query("drop_prefix", Prefix(prefix)))
-        conn.execute(sqlfiles.query("drop_prefix_function", Prefix(prefix)))
-        conn.execute(sqlfiles.query("drop_prefix_types", Prefix(prefix)))
+        for name in DROP_PREFIX_STATEMENTS:
+            conn.execute(sqlfiles.query(name, Prefix(prefix)))
 
 
 class Probe:

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import psycopg
@@ -33,6 +33,10 @@ from venturi.store import migrations, retrying, sqlfiles
 from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn
 from venturi.store.notifier import PostgresNotifier
 from venturi.store.statements import check_batch, run_read, run_statement
+
+# The statements that drop a prefix, in order: its tables, then its function and the
+# domains its tables' columns used (one statement per SQL file).
+DROP_PREFIX_STATEMENTS: Final = ("drop_prefix", "drop_prefix_function", "drop_prefix_types")
 
 
 class Housekeeping:
@@ -143,9 +147,8 @@ class Housekeeping:
         return migrations.schema_script(self.prefix, after, self.migration_lock_timeout, made_by)
 
     def drop_prefix(self) -> None:
-        self._fetch("drop_prefix")
-        self._fetch("drop_prefix_function")
-        self._fetch("drop_prefix_types")
+        for name in DROP_PREFIX_STATEMENTS:
+            self._fetch(name)
 
     def ping(self) -> str:
         with self.connection() as conn:
