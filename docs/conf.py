@@ -1,0 +1,50 @@
+"""Sphinx configuration of the venturi documentation (MyST Markdown, the furo theme).
+
+Build it with ``python -m sphinx -W --keep-going -b html docs docs/_build/html``; every
+diagram and chart is rendered during the build, offline.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import venturi
+
+DOCS = Path(__file__).parent
+sys.path.insert(0, str(DOCS / "_ext"))
+
+project = "venturi"
+author = "the venturi authors"
+copyright = "the venturi authors"
+release = venturi.__version__
+version = release
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.graphviz",
+    "sphinx_click",
+    "benchmark_chart",
+]
+
+source_suffix = {".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+
+myst_enable_extensions = ["colon_fence", "deflist", "attrs_inline"]
+# Sections get anchors so pages can link to one another's headings.
+myst_heading_anchors = 3
+
+html_theme = "furo"
+html_title = f"venturi {release}"
+html_static_path = ["_static"]
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"members": True, "show-inheritance": True}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+graphviz_output_format = "svg"
