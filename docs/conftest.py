@@ -93,6 +93,63 @@ def page_database() -> Iterator[str]:
             )
 
 
+def django_database(dsn: str) -> dict[str, Any]:
+    """A Django ``DATABASES`` entry for ``dsn`` (its libpq options kept in ``OPTIONS``)."""
+    params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(dsn)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": params.pop("dbname", "postgres"),
+        "USER": params.pop("user", ""),
+        "PASSWORD": params.pop("password", ""),
+        "HOST": params.pop("host", ""),
+        "PORT": str(params.pop("port", "")),
+        "OPTIONS": params,
+    }
+
+
+def django_for_page(stack: contextlib.ExitStack) -> Any:
+    """The ``configure_django(**settings)`` a page calls in an invisible block.
+
+    Django is configured once per process, so the first page that calls it configures
+    it (``DATABASES`` from ``VENTURI_DSN``, ``INSTALLED_APPS`` with venturi's app, and
+    the page's settings) and later pages re-point the database connection at their own
+    schema and apply their settings with ``override_settings`` until the page ends.
+    """
+
+    def configure_django(**page_settings: Any) -> None:
+        import django
+        from django.conf import settings
+        from django.db import connections
+        from django.test.utils import override_settings
+
+        from venturi.contrib.django import reset_queue
+
+        database = django_database(os.environ["VENTURI_DSN"])
+        if not settings.configured:
+            settings.configure(
+                DEBUG=False,
+                SECRET_KEY="venturi-docs",
+                USE_TZ=True,
+                ALLOWED_HOSTS=["testserver"],
+                DATABASES={"default": database},
+                INSTALLED_APPS=["django.contrib.contenttypes", "venturi.contrib.django"],
+                DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
+                **page_settings,
+            )
+            django.setup()
+        else:
+            connections.close_all()
+            connections["default"].settings_dict.update(database)
+            override = override_settings(**page_settings)
+            override.enable()
+            stack.callback(override.disable)
+        reset_queue()
+        stack.callback(connections.close_all)
+        stack.callback(reset_queue)
+
+    return configure_django
+
+
 def close_leftovers(namespace: dict[str, Any]) -> None:
     """Stop the workers and close the queues a page left open, so that dropping its
     schema never races a worker still claiming from it."""
@@ -106,10 +163,13 @@ def close_leftovers(namespace: dict[str, Any]) -> None:
 
 
 def setup(namespace: dict[str, Any]) -> None:
-    """Before a page's first example: its own schema."""
+    """Before a page's first example: its own schema, a module name for code that asks
+    for one (``Flask(__name__)``), and the Django helper for invisible set-up blocks."""
     stack = contextlib.ExitStack()
     stack.enter_context(page_database())
     namespace["_page_cleanup"] = stack
+    namespace["__name__"] = "docs_page"
+    namespace["configure_django"] = django_for_page(stack)
 
 
 def teardown(namespace: dict[str, Any]) -> None:
