@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import venturi
 
@@ -48,3 +49,38 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
 graphviz_output_format = "svg"
+
+
+# The signature is autodoc-process-docstring's.
+def markdown_fences_to_rst(  # noqa: PLR0917
+    app: object, what: str, name: str, obj: object, options: object, lines: list[str]
+) -> None:
+    """Render the Markdown code fences of venturi's docstrings as reST code blocks.
+
+    The docstrings are written to be read in an editor and with ``help()``, where a
+    fenced block reads best; autodoc parses them as reST, where it would not.
+    """
+    converted: list[str] = []
+    fence_indent: str | None = None
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            if fence_indent is None:
+                fence_indent = line[: len(line) - len(line.lstrip())]
+                language = stripped.removeprefix("```").strip() or "text"
+                converted += [f"{fence_indent}.. code-block:: {language}", ""]
+            else:
+                converted.append("")
+                fence_indent = None
+            continue
+        converted.append(
+            f"{fence_indent}   {line[len(fence_indent) :]}"
+            if fence_indent is not None and line
+            else line
+        )
+    lines[:] = converted
+
+
+def setup(app: Any) -> None:
+    """Hook the docstring conversion into autodoc."""
+    app.connect("autodoc-process-docstring", markdown_fences_to_rst)
