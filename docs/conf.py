@@ -41,6 +41,7 @@ myst_heading_anchors = 3
 html_theme = "furo"
 html_title = f"venturi {release}"
 html_static_path = ["_static"]
+html_css_files = ["venturi.css"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
@@ -49,6 +50,10 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
 graphviz_output_format = "svg"
+
+# The docstrings name code in single backquotes: link it where it resolves, else show
+# it as code.
+default_role = "py:obj"
 
 
 # The signature is autodoc-process-docstring's.
