@@ -53,6 +53,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _session.close()
 
 
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Run the documentation's examples after every other test of the session.
+
+    Django can be configured once per process: the test suite's Django tests configure
+    it for their example project, and a page's ``configure_django`` then works on top
+    of that configuration, which it could not do the other way round.
+    """
+    pages = [item for item in items if DOCS in Path(str(item.path)).parents]
+    others = [item for item in items if DOCS not in Path(str(item.path)).parents]
+    items[:] = others + pages
+
+
 def page_schema() -> str:
     """A schema name used by one page in this run alone."""
     return f"docs_{uuid.uuid4().hex[:16]}"
@@ -139,7 +153,15 @@ def django_for_page(stack: contextlib.ExitStack) -> Any:
             django.setup()
         else:
             connections.close_all()
-            connections["default"].settings_dict.update(database)
+            settings_dict = connections["default"].settings_dict
+            before = dict(settings_dict)
+            settings_dict.update(database)
+
+            def restore() -> None:
+                settings_dict.clear()
+                settings_dict.update(before)
+
+            stack.callback(restore)
             override = override_settings(**page_settings)
             override.enable()
             stack.callback(override.disable)
