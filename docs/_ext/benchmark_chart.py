@@ -70,15 +70,18 @@ def render_svg(data: dict[str, Any]) -> str:
             f'<text x="{LABEL_WIDTH - 8}" y="{label_y:.1f}" text-anchor="end">'
             f"{escape(workload['name'])}</text>"
         )
+        # Labels start past the target's tick, so the tick never crosses one.
+        target_x = x_of(float(workload["target"])) if "target" in workload else LABEL_WIDTH
         for i, ratio in enumerate(workload["ratios"]):
             y = y0 + i * BAR_HEIGHT
+            label_x = max(x_of(ratio), target_x) + 3
             parts.append(
                 f'<rect x="{LABEL_WIDTH}" y="{y}" width="{x_of(ratio) - LABEL_WIDTH:.1f}" '
                 f'height="{BAR_HEIGHT - 2}" fill="{COLOURS[i % len(COLOURS)]}">'
-                f"<title>{escape(workload['name'])}, {escape(runs[i])}: {ratio:g}{TIMES}</title>"
+                f"<title>{escape(workload['name'])}, {escape(runs[i])}: {ratio:.2f}{TIMES}</title>"
                 "</rect>"
-                f'<text x="{x_of(ratio) + 3:.1f}" y="{y + BAR_HEIGHT - 3}" font-size="9">'
-                f"{ratio:g}{TIMES}</text>"
+                f'<text x="{label_x:.1f}" y="{y + BAR_HEIGHT - 3}" font-size="9">'
+                f"{ratio:.2f}{TIMES}</text>"
             )
         if "target" in workload:
             x = x_of(float(workload["target"]))
