@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 import venturi
 from tests.faults.server import ThrowawayServer
 from tests.support import drop_prefix, fresh_prefix
-from venturi.models import MAX_DELAY_SECONDS, MAX_KIND_LENGTH, SMALLINT_MAX, SMALLINT_MIN
+from venturi.durations import MAX_DELAY_SECONDS
+from venturi.models import MAX_KIND_LENGTH, SMALLINT_MAX, SMALLINT_MIN
 from venturi.prefix import MAX_PREFIX_LENGTH
 
 LIMIT = 4096  # max_payload_bytes of the queue under test
