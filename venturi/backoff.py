@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import attrs
 
-from venturi.durations import Duration, to_seconds
+from venturi.durations import Duration, delay_seconds
 from venturi.errors import ConfigurationError
 
 Backoff = Callable[[int], Duration]
@@ -55,14 +55,15 @@ class Constant:
 
 def exponential(base: Duration = 1.0, cap: Duration = 3600.0, jitter: float = 0.1) -> Exponential:
     """Exponential backoff with a cap and jitter; the default policy."""
-    return Exponential(to_seconds(base, "base"), to_seconds(cap, "cap"), jitter)
+    return Exponential(delay_seconds(base, "base"), delay_seconds(cap, "cap"), jitter)
 
 
 def constant(delay: Duration) -> Constant:
     """The same delay after every failure."""
-    return Constant(to_seconds(delay, "delay"))
+    return Constant(delay_seconds(delay, "delay"))
 
 
 def delay_for(policy: Backoff, failures: int) -> float:
-    """Seconds the policy gives after ``failures`` failures, checked."""
-    return to_seconds(policy(failures), "backoff delay")
+    """Seconds the policy gives after ``failures`` failures, checked like any delay (at
+    most `MAX_DELAY_SECONDS`); raises `InvalidJob` otherwise."""
+    return delay_seconds(policy(failures), "backoff delay")

@@ -27,7 +27,7 @@ from venturi.models import (
 from venturi.monitoring import Monitoring
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
-from venturi.registry import JobDefinition, JobFunction, JobOptions
+from venturi.registry import DEFAULT_MAX_RESULT_BYTES, JobDefinition, JobFunction, JobOptions
 from venturi.retention import DEFAULT_RETENTION, Retention
 from venturi.schedule_registry import ScheduleRegistry
 from venturi.schedules import Schedule
@@ -61,6 +61,9 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
     pooler), False on none.
     ``retention`` (a `Retention`, a mapping of its fields, or None to keep every job) is
     how long workers keep finished jobs: by default completed and cancelled 1 day, dead 7.
+    ``max_result_bytes`` (1 MiB) bounds the JSON a run leaves as its result (or carry) for
+    every kind registered without a ``max_result_bytes`` of its own: a larger result is
+    not kept and the run is dead, its note saying by how many bytes it was over.
     ``read_dsn`` (default: env ``VENTURI_READ_DSN``) is where `get`, `journal`, `history`,
     `stats`, `kinds`, `schedule_rows`, `workflow_status` and the dashboard's reads
     (`workers`, `overview`, `throughput`, `dead_groups`) go, on a small pool of read-only
@@ -74,6 +77,7 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         pool_size: int | None = None,
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         strict: bool = False,
         pool_timeout: float = 10.0,
         listen_dsn: str | None = None,
@@ -83,6 +87,11 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         read_dsn: str | None = None,
     ) -> None:
         self.retention = Retention.of(retention)
+        if isinstance(max_result_bytes, bool) or not isinstance(max_result_bytes, int):
+            raise ConfigurationError(f"max_result_bytes must be an int, got {max_result_bytes!r}")
+        if max_result_bytes < 1:
+            raise ConfigurationError(f"max_result_bytes must be positive, got {max_result_bytes}")
+        self.max_result_bytes = max_result_bytes
         if read_dsn is None and store is None:
             read_dsn = os.environ.get("VENTURI_READ_DSN") or None
         if read_dsn is not None:
@@ -120,6 +129,7 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         prefix: str = DEFAULT_PREFIX,
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         strict: bool = False,
         listen_dsn: str | None = None,
         retention: Retention | Mapping[str, Any] | None = DEFAULT_RETENTION,
@@ -138,7 +148,13 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
             max_payload_bytes=max_payload_bytes,
             listen_dsn=_listen_dsn(listen_dsn),
         )
-        return cls(store=store, strict=strict, retention=retention, read_dsn=read_dsn)
+        return cls(
+            store=store,
+            strict=strict,
+            retention=retention,
+            read_dsn=read_dsn,
+            max_result_bytes=max_result_bytes,
+        )
 
     @property
     def prefix(self) -> str:
@@ -168,10 +184,11 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         The payload's keys are the function's keyword arguments (checked at enqueue).
         With ``context=True`` the first argument is the run's `JobContext`; with
         ``transactional=True`` its writes on ``ctx.conn`` commit with the fenced completion.
+        ``max_result_bytes`` (default: the queue's) bounds the JSON of its runs' results.
         """
 
         def register(func: Callable[P, R]) -> JobFunction[P, R]:
-            definition = JobDefinition(kind, func, **options)
+            definition = self._define(kind, func, options)
             with self._lock:
                 if kind in self.definitions:
                     raise ConfigurationError(f"kind {kind!r} is already registered")

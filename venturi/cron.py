@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import attrs
 from cronsim import CronSim, CronSimError
 
+from venturi.durations import MAX_DELAY_SECONDS
 from venturi.errors import ConfigurationError
 
 ALIASES: Final = {
@@ -111,8 +112,13 @@ class Cron:
 
 
 def _check_interval(value: float) -> float:
-    if not math.isfinite(value) or value < SHORTEST_INTERVAL:
-        raise ConfigurationError(f"every must be at least {SHORTEST_INTERVAL:g}s, got {value!r}s")
+    # The longest delay allowed anywhere: past it, the next slot (a multiple of the
+    # interval since 1970) could fall beyond the datetimes Python can compute.
+    if not math.isfinite(value) or not SHORTEST_INTERVAL <= value <= MAX_DELAY_SECONDS:
+        raise ConfigurationError(
+            f"every must be at least {SHORTEST_INTERVAL:g}s and at most {MAX_DELAY_SECONDS}s "
+            f"(100 years), got {value!r}s"
+        )
     return value
 
 

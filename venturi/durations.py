@@ -32,6 +32,25 @@ def to_seconds(value: Duration, field: str, *, allow_zero: bool = True) -> float
     return seconds
 
 
+# The longest delay anything may ask for: ``enqueue(delay=)``, ``Retry(after=)``,
+# ``Pause(after=)``, a backoff policy's answer, a schedule's ``every``. ``now() +`` it stays
+# far inside both PostgreSQL's timestamps and Python's datetimes (`LATEST`), so a job due
+# then can always be written and read back.
+MAX_DELAY_SECONDS: Final = 100 * 365 * 24 * 3600
+
+
+def delay_seconds(value: Duration, field: str, *, allow_zero: bool = True) -> float:
+    """`to_seconds`, refusing more than `MAX_DELAY_SECONDS` (100 years): the one bound
+    of every delay; raises `InvalidJob` naming ``field``."""
+    seconds = to_seconds(value, field, allow_zero=allow_zero)
+    if seconds > MAX_DELAY_SECONDS:
+        raise InvalidJob(
+            f"{field} {seconds:g}s is more than {MAX_DELAY_SECONDS}s (100 years), the "
+            "longest delay allowed"
+        )
+    return seconds
+
+
 def text_seconds(text: str, *, milliseconds: bool = True) -> float | None:
     """Seconds in compact duration text — ``250ms``, ``30s``, ``5m``, ``1h30m``, ``2d``,
     ``1w`` (``ms`` only with ``milliseconds``) — or None when ``text`` is not such text.

@@ -13,7 +13,12 @@ from typing import Any, Final, Literal
 import attrs
 from ulid import ULID
 
-from venturi.durations import Duration, require_aware, require_storable, to_seconds
+from venturi.durations import (
+    Duration,
+    delay_seconds,
+    require_aware,
+    require_storable,
+)
 from venturi.errors import InvalidJob
 from venturi.payload import encode_payload
 
@@ -22,7 +27,7 @@ SMALLINT_MAX: Final = 32767
 MAX_KIND_LENGTH: Final = 128
 MAX_DEDUP_KEY_LENGTH: Final = 512
 MAX_CONCURRENCY_KEY_LENGTH: Final = 255
-MAX_DELAY_SECONDS: Final = 100 * 365 * 24 * 3600
+INT4_MAX: Final = 2**31 - 1
 MAX_PARENTS: Final = 10_000
 _KIND_PATTERN: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*", re.ASCII)
 
@@ -120,6 +125,8 @@ def validate_max_attempts(value: object) -> int:
         raise InvalidJob(f"max_attempts must be an int, got {type(value).__name__}")
     if value < 1:
         raise InvalidJob(f"max_attempts must be at least 1, got {value}")
+    if value > INT4_MAX:  # the column is an int4: refused here, not by the server
+        raise InvalidJob(f"max_attempts must be at most {INT4_MAX}, got {value}")
     return value
 
 
@@ -185,12 +192,7 @@ def _delay_seconds(job: NewJob) -> float | None:
         raise InvalidJob("give either delay or at, not both")
     if job.at is not None:
         require_storable(job.at, "at")
-    seconds = None if job.delay is None else to_seconds(job.delay, "delay")
-    if seconds is not None and seconds > MAX_DELAY_SECONDS:
-        raise InvalidJob(
-            f"delay {seconds:g}s is more than {MAX_DELAY_SECONDS}s (100 years); use at="
-        )
-    return seconds
+    return None if job.delay is None else delay_seconds(job.delay, "delay")
 
 
 # Without slots a frozen class sets its fields through the instance dict, not through

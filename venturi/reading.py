@@ -55,19 +55,26 @@ class Reads:
         status: JobStatus | str | None = None,
         finished_since: datetime | None = None,
         finished_until: datetime | None = None,
-        before: JobRecord | HistoryCursor | None = None,
+        before: JobRecord | HistoryCursor | JobId | None = None,
         limit: int = 50,
     ) -> list[JobRecord]:
         """One page of jobs, newest id first; pass the last record as ``before`` for the next.
 
         Ids are ULIDs, so this is enqueue time as the enqueuing hosts' clocks saw it (one
-        process's jobs in the order it enqueued them). ``before`` may also be a
-        `HistoryCursor` of any job id, even of a job deleted since.
+        process's jobs in the order it enqueued them). ``before`` may also be a job id (a
+        ULID, its string form) or a `HistoryCursor` of one, even of a job deleted since;
+        anything else raises `InvalidJob`.
         """
         self._check_process()
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise ConfigurationError(f"limit must be an int within [1, 10000], got {limit!r}")
-        cursor = before.cursor if isinstance(before, JobRecord) else before
+        cursor = (
+            before.cursor
+            if isinstance(before, JobRecord)
+            else before
+            if before is None or isinstance(before, HistoryCursor)
+            else HistoryCursor(before)  # a job id; anything else raises InvalidJob
+        )
         return self.reads.history(
             HistoryFilter(kind, status, finished_since, finished_until),
             cursor,

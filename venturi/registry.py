@@ -21,6 +21,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_LEASE = 60.0
+# The largest JSON a run may leave as its result (or carry), by default: the size a payload
+# may have (`DEFAULT_MAX_PAYLOAD_BYTES`), since each is a jsonb value that every read of the
+# job's journal (its page in the dashboard, `venturi job`) carries whole.
+DEFAULT_MAX_RESULT_BYTES = 1_048_576
 
 TransactionSource = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 """Opens the transaction a transactional run happens in: a context manager yielding a
@@ -42,6 +46,7 @@ class JobOptions(TypedDict, total=False):
     rate: str | Rate | None
     transactional: bool
     transaction: TransactionSource | None
+    max_result_bytes: int
 
 
 class EnqueueTarget(Protocol):
@@ -121,6 +126,8 @@ class JobDefinition:
     transactional: bool = attrs.field(default=False, kw_only=True)
     # Where that transaction comes from; None: a connection of the worker's own.
     transaction: TransactionSource | None = attrs.field(default=None, kw_only=True)
+    # A result (or carry) larger than this, as JSON, is not kept: the run is dead.
+    max_result_bytes: int = attrs.field(default=DEFAULT_MAX_RESULT_BYTES, kw_only=True)
     signature: inspect.Signature = attrs.field(
         init=False, default=attrs.Factory(_payload_signature, takes_self=True)
     )
@@ -133,6 +140,13 @@ class JobDefinition:
         if not isinstance(value, bool):
             raise ConfigurationError(
                 f"transactional of {self.kind!r} must be True or False, got {value!r}"
+            )
+
+    @max_result_bytes.validator
+    def _check_max_result_bytes(self, _: attrs.Attribute[int], value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(
+                f"max_result_bytes of {self.kind!r} must be a positive int, got {value!r}"
             )
 
     @transaction.validator

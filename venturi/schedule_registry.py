@@ -98,8 +98,16 @@ class ScheduleRegistry(Reads):
     schedules: dict[str, Schedule]
     _lock: threading.Lock
     store: Store
+    # `Queue(max_result_bytes=)`: the limit of each kind registered without one of its own.
+    max_result_bytes: int
     # `Queue._check_process`: raises `ForkedError` in a child of the queue's process.
     _check_process: Callable[[], None]
+
+    def _define(self, kind: str, func: Callable[..., Any], options: JobOptions) -> JobDefinition:
+        """The definition of ``kind`` as registered here, the queue's result limit its
+        default."""
+        merged: JobOptions = {"max_result_bytes": self.max_result_bytes, **options}
+        return JobDefinition(kind, func, **merged)
 
     def schedule_rows(self) -> list[ScheduleInfo]:
         """Every schedule row of this prefix (inactive ones too), as `venturi schedules`."""
@@ -152,7 +160,7 @@ class ScheduleRegistry(Reads):
         }
 
         def register(func: Callable[P, R]) -> JobFunction[P, R]:
-            definition = JobDefinition(kind, func, **options)
+            definition = self._define(kind, func, options)
             self._add(definition, timing, register_kind=True)
             return JobFunction(cast(EnqueueTarget, self), definition, func)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -12,10 +13,58 @@ from typing import Any, Final
 import attrs
 from ulid import ULID
 
-from venturi.durations import Duration, require_storable, to_seconds
+from venturi.durations import (
+    EARLIEST,
+    LATEST,
+    MAX_DELAY_SECONDS,
+    Duration,
+    delay_seconds,
+    require_storable,
+)
 from venturi.errors import InvalidJob
 from venturi.models import JobRecord, Outcome
 from venturi.payload import encode_json
+
+# The longest note a run leaves in the journal, and the longest text of a failure logged:
+# a handler's exception message, its ``Fail(note)``, ``Retry``/``Pause`` notes and
+# ``ctx.note()`` lines together. Longer text is cut, saying how long it was.
+MAX_NOTE_CHARS: Final = 16_000
+# What PostgreSQL's text cannot hold: NUL, and surrogates (no UTF-8 encodes them).
+_UNSTORABLE: Final = re.compile("[\x00\ud800-\udfff]")
+
+
+def _storable_char(match: re.Match[str]) -> str:
+    return "\\x00" if match.group() == "\x00" else "\ufffd"
+
+
+def storable_text(text: str, limit: int = MAX_NOTE_CHARS) -> str:
+    """``text`` as any UTF-8 database stores it, at most ``limit`` characters.
+
+    A NUL becomes the four characters ``\\x00`` (visible where it was), a lone surrogate
+    U+FFFD; text longer than ``limit`` is cut, ending with a
+    line saying how many characters it had.
+    """
+    if not isinstance(text, str):
+        text = str(text)
+    whole = len(text)
+    if whole > limit:
+        text = text[:limit]
+    if not text.isascii() or "\x00" in text:
+        text = _UNSTORABLE.sub(_storable_char, text)
+    if whole > limit or len(text) > limit:
+        tail = f"\n... (cut: {whole} characters)"
+        text = text[: limit - len(tail)] + tail
+    return text
+
+
+def _storable_note(note: str | None) -> str | None:
+    return None if note is None else storable_text(note)
+
+
+def _ascii(text: str) -> str:
+    """``text`` in ASCII (other characters as Python escapes): every server encoding
+    holds it, whatever the database's own."""
+    return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
 class _Keep:
@@ -65,7 +114,8 @@ class Settlement:
     delay: float | None = None
     at: datetime | None = None
     carry: Any = KEEP
-    note: str | None = None
+    # Made storable on the way in (`storable_text`): whatever text a handler hands back.
+    note: str | None = attrs.field(default=None, converter=_storable_note)
     attachment: Any = None
 
     # Encoded once, when the worker checks the outcome is storable, and reused by the
@@ -96,7 +146,7 @@ class Settlement:
     def retry(cls, delay: Duration = 0, carry: Any = KEEP, note: str | None = None) -> Settlement:
         """Count a failure and re-pend after ``delay``; dead once max_attempts is reached."""
         return cls(
-            SettleAction.RETRY, delay=to_seconds(delay, "retry delay"), carry=carry, note=note
+            SettleAction.RETRY, delay=delay_seconds(delay, "retry delay"), carry=carry, note=note
         )
 
     @classmethod
@@ -113,7 +163,7 @@ class Settlement:
         if at is not None:
             require_storable(at, "until")
             return cls(SettleAction.PAUSE, at=at, carry=carry, note=note)
-        seconds = 0.0 if delay is None else to_seconds(delay, "pause delay")
+        seconds = 0.0 if delay is None else delay_seconds(delay, "pause delay")
         return cls(SettleAction.PAUSE, delay=seconds, carry=carry, note=note)
 
     @classmethod
@@ -124,6 +174,27 @@ class Settlement:
     def release(cls, note: str | None = None) -> Settlement:
         """Hand a claimed job back untouched (never started, or stopping)."""
         return cls(SettleAction.RELEASE, note=note)
+
+    def fallback(self, refusal: str) -> Settlement:
+        """The same outcome in a form any database stores, for when it refused this one
+        (``refusal`` says why): no attachment, the carry left as it was, the delay within
+        `MAX_DELAY_SECONDS`, and a note in ASCII that says what was dropped, followed by
+        as much of this one's note as fits. A completion stays a completion, a failure
+        the same failure: the run is settled, never left for its lease to lapse."""
+        dropped = ["the result" if self.attachment is not None else ""]
+        dropped.append("the carry" if self.carry is not KEEP else "")
+        at = self.at if self.at is not None and EARLIEST <= self.at <= LATEST else None
+        delay = None if self.delay is None else min(self.delay, float(MAX_DELAY_SECONDS))
+        if at is None and self.at is not None:
+            delay, dropped = float(MAX_DELAY_SECONDS), [*dropped, "the time to run again"]
+        if delay is not None and self.delay is not None and delay < self.delay:
+            dropped.append(f"the delay beyond {MAX_DELAY_SECONDS}s")
+        what = ", ".join(d for d in dropped if d)
+        written = f"written without {what}" if what else "its note written in ASCII"
+        note = f"this run's settlement could not be stored ({refusal}); {written}"
+        if self.note:
+            note = f"{note}\n{self.note}"
+        return Settlement(self.action, delay=delay, at=at, note=storable_text(_ascii(note)))
 
 
 @attrs.frozen
@@ -156,6 +227,13 @@ class BatchOutcome:
     def kept(self, job_id: ULID) -> bool:
         """The run still holds its claim (changed, or skipped while locked)."""
         return job_id in self.applied or job_id in self.busy
+
+    @classmethod
+    def merged(cls, outcomes: Sequence[BatchOutcome]) -> BatchOutcome:
+        """The outcome of statements over disjoint parts of one batch, together."""
+        applied = frozenset().union(*(o.applied for o in outcomes))
+        busy = frozenset().union(*(o.busy for o in outcomes))
+        return cls(applied, busy)
 
     @classmethod
     def from_rows(cls, rows: Sequence[tuple[Any, ...]]) -> BatchOutcome:

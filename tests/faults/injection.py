@@ -123,9 +123,9 @@ class InjectingStore(PostgresStore):
         with self.statement(name):
             return super()._fetch(name, params)
 
-    def _fetch_each(self, name: str, params: list[dict[str, Any]]) -> list[Written]:
+    def _fetch_each(self, name: str, items: list[tuple[Claim, Settlement]]) -> list[Written]:
         with self.statement(name):
-            return super()._fetch_each(name, params)
+            return super()._fetch_each(name, items)
 
     def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
         with self.statement("enqueue"):

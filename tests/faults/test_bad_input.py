@@ -23,8 +23,10 @@ from hypothesis import strategies as st
 import venturi
 from tests.faults.server import ThrowawayServer
 from tests.support import drop_prefix, fresh_prefix
-from venturi.models import MAX_DELAY_SECONDS, MAX_KIND_LENGTH, SMALLINT_MAX, SMALLINT_MIN
+from venturi.durations import MAX_DELAY_SECONDS
+from venturi.models import MAX_KIND_LENGTH, SMALLINT_MAX, SMALLINT_MIN
 from venturi.prefix import MAX_PREFIX_LENGTH
+from venturi.settlements import MAX_NOTE_CHARS, storable_text
 
 LIMIT = 4096  # max_payload_bytes of the queue under test
 REFUSALS = (venturi.InvalidJob, venturi.InvalidPrefix, ValueError, TypeError)
@@ -372,3 +374,52 @@ def test_one_bad_job_in_a_batch_writes_none_of_it(target: Target) -> None:
     batch.insert(3, venturi.NewJob("bad.input", {"blob": "x" * LIMIT}))
     error = target.refused(target.queue.enqueue_many, batch)
     assert isinstance(error, venturi.InvalidPayload) and "limit" in str(error)
+
+
+# Text a handler hands back, as no payload could carry it (NUL, lone surrogates) and
+# longer than the journal keeps.
+handed_texts = st.text(st.characters(exclude_categories=()), min_size=1, max_size=40) | (
+    st.sampled_from(["\x00", "a\x00b", "\ud800", "x\udfffy", "é\x00" * 9_000])
+)
+_HANDED: dict[str, str] = {}
+
+
+def _handing_kind(queue: venturi.Queue) -> str:
+    """A kind whose handler hands back `_HANDED`'s text the way its payload says."""
+    kind = "bad.handed"
+    if kind in queue.definitions:
+        return kind
+
+    @queue.job(kind, context=True, max_attempts=1)
+    def handed(ctx: venturi.JobContext, how: str) -> None:
+        text = _HANDED["text"]
+        if how == "note":
+            ctx.note(text)
+        elif how == "fail":
+            raise venturi.Fail(text)
+        elif how == "retry":
+            raise venturi.Retry(note=text)
+        else:
+            raise ValueError(text)
+
+    return kind
+
+
+@SETTINGS
+@given(text=handed_texts, how=st.sampled_from(["note", "fail", "retry", "raise"]))
+def test_any_text_a_handler_hands_back_settles_in_one_run(
+    target: Target, text: str, how: str
+) -> None:
+    kind = _handing_kind(target.queue)
+    _HANDED["text"] = text
+    job_id = target.queue.enqueue(kind, {"how": how})
+    assert target.queue.drain(kinds=[kind]) == 1
+    job = target.queue.get(job_id)
+    assert job is not None and job.run_count == 1
+    assert job.status == ("completed" if how == "note" else "dead")
+    (entry,) = target.queue.journal(job_id)
+    assert entry.note is not None and len(entry.note) <= MAX_NOTE_CHARS
+    if how != "raise":
+        assert entry.note == storable_text(text)
+    elif len(text) < 100:
+        assert f"ValueError: {storable_text(text)}" in entry.note

@@ -10,7 +10,7 @@ import pytest
 from tests.support import Probe
 from venturi.errors import StoreError
 from venturi.models import JobRecord, NewJob, Outcome
-from venturi.settlements import BUSY, Claim, SettleAction, Settlement
+from venturi.settlements import BUSY, Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
 
@@ -19,9 +19,10 @@ def _claimed(store: PostgresStore, count: int) -> list[JobRecord]:
     return store.claim("w", {"k": 30}, count)
 
 
-def _refused() -> Settlement:
-    # Built around the named constructors: a pause the database cannot add to now().
-    return Settlement(SettleAction.PAUSE, delay=1e18)
+def _refused(job: JobRecord) -> tuple[Claim, Settlement]:
+    # A claim no statement can carry (text holds no NUL): refused again as its fallback,
+    # which makes any value of the settlement storable but keeps the claim it fences on.
+    return Claim(job.id, "w\x00", job.run_count), Settlement.pause(delay=0)
 
 
 def test_each_run_settles_as_settle_would_in_order(store: PostgresStore, probe: Probe) -> None:
@@ -70,11 +71,11 @@ def test_a_refused_statement_is_undone_alone(
     store: PostgresStore, probe: Probe, others: int
 ) -> None:
     jobs = _claimed(store, 2 + others)
-    items = [(Claim.of(jobs[0]), _refused()), (Claim.of(jobs[1]), Settlement.dead("x"))]
+    items = [_refused(jobs[0]), (Claim.of(jobs[1]), Settlement.dead("x"))]
     items += [(Claim.of(j), Settlement.pause(delay=0)) for j in jobs[2:]]
     written = store.settle_many(items)
     assert isinstance(written[0], StoreError), written
-    assert "out of range" in str(written[0])
+    assert "NUL" in str(written[0])
     assert written[1:] == [Outcome.DEAD] + [Outcome.PAUSED] * others
     assert probe.count("jobs", "status = 'claimed'") == 1
     assert probe.count("journal") == 1 + others

@@ -12,7 +12,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 from ulid import ULID
 
-from venturi.errors import ConfigurationError, InvalidJob
+from venturi.errors import ConfigurationError, InvalidJob, StoreError
 from venturi.models import SMALLINT_MIN, JobRecord, NewJob, Outcome
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
@@ -25,7 +25,7 @@ from venturi.store.flow import FlowControl, completion_params, lease_params
 from venturi.store.ids import new_id, new_ids
 from venturi.store.observing import Observing
 from venturi.store.owned_pools import open_owned
-from venturi.store.repending import SETTLE_FILES, Repending, settle_params
+from venturi.store.repending import Repending
 from venturi.store.scheduling import Scheduling
 from venturi.store.statements import (
     Preparation,
@@ -258,16 +258,30 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
         if settlement.action is SettleAction.COMPLETE:
             done = while_busy(lambda: self._complete_one(claim, settlement))
             return Outcome.COMPLETED if done else None
-        params = settle_params(claim, settlement)
-        return while_busy(lambda: self._repend(SETTLE_FILES[settlement.action], params))
+        return while_busy(lambda: self._repend_or_fallback((claim, settlement)))
 
     def _complete_one(self, claim: Claim, settlement: Settlement) -> bool | Busy:
         outcome = self.complete_many([(claim, settlement)])
         return BUSY if outcome.busy else claim.job_id in outcome.applied
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
+        """Complete ``items`` in one statement. When the database refuses a value of the
+        batch (`retrying.refusal`), each run is completed alone, and the one refused by
+        its `Settlement.fallback`: still completed, without what was refused."""
         if not items:
             return BatchOutcome()
+        try:
+            return self._complete_batch(items)
+        except (StoreError, UnicodeError) as exc:
+            refused = retrying.refusal(exc)
+            if refused is None:
+                raise
+            if len(items) > 1:
+                return BatchOutcome.merged([self.complete_many([item]) for item in items])
+            ((claim, settlement),) = items
+            return self._complete_batch([(claim, settlement.fallback(refused))])
+
+    def _complete_batch(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         params = completion_params(items, within_lease=False)
         return BatchOutcome.from_rows(self._fetch("settle_complete", params))
 

@@ -166,7 +166,9 @@ class Store(Protocol):
     def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
         """Apply ``settlement`` if ``claim`` still holds its job: the journal outcome the
         database recorded (a retry of the last allowed attempt is ``dead``), or None when
-        the run had lost its claim and nothing changed."""
+        the run had lost its claim and nothing changed. A settlement whose values the
+        database refuses (`retrying.refusal`) is written as its `Settlement.fallback`,
+        the same outcome without what was refused."""
 
     def settle_many(
         self, items: Sequence[tuple[Claim, Settlement]]
@@ -174,11 +176,17 @@ class Store(Protocol):
         """Write many settlements other than completions in one transaction (one commit):
         what each did, in order, as `settle` says, or `BUSY` when another session held its
         row locked (nothing changed for it; try again later), or the `StoreError` of a
-        statement the database refused for that run alone. A passing error raises, having
-        changed nothing."""
+        statement the database refused for that run alone (after its
+        `Settlement.fallback` was refused too). A passing error raises, having changed
+        nothing."""
         ...
 
-    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome: ...
+    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
+        """Complete many runs in one statement: which applied, which were skipped while
+        another session held their rows locked. When the database refuses a value of the
+        batch, each run is completed alone and the refused one as its
+        `Settlement.fallback` (completed, without what was refused)."""
+        ...
 
     def complete_in(self, conn: Connection[Any], claim: Claim, settlement: Settlement) -> bool:
         """Write ``claim``'s completion inside ``conn``'s open transaction: True if it

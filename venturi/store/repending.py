@@ -93,40 +93,69 @@ class Repending(Housekeeping):
             if len(mine) == 1:  # one statement needs no transaction around it
                 written[mine[0]] = self._repend_or_refused(name, items[mine[0]])
             elif mine:
-                params = [settle_params(*items[i]) for i in mine]
-                written.update(zip(mine, self._fetch_each(name, params), strict=True))
+                written.update(
+                    zip(mine, self._fetch_each(name, [items[i] for i in mine]), strict=True)
+                )
         return [written[i] for i in range(len(items))]
+
+    def _repend_or_fallback(self, item: tuple[Claim, Settlement]) -> Outcome | Busy | None:
+        """`_repend` with ``item``'s statement; when the database refuses one of its
+        values (`retrying.refusal`), again with its `Settlement.fallback`: the same
+        outcome, without what was refused."""
+        claim, settlement = item
+        name = SETTLE_FILES[settlement.action]
+        try:
+            return self._repend(name, settle_params(claim, settlement))
+        except (StoreError, UnicodeError) as exc:
+            refused = retrying.refusal(exc)
+            if refused is None:
+                raise
+            return self._repend(name, settle_params(claim, settlement.fallback(refused)))
 
     def _repend_or_refused(self, name: str, item: tuple[Claim, Settlement]) -> Written:
         try:
-            return self._repend(name, settle_params(*item))
+            return self._repend_or_fallback(item)
         except StoreError as exc:
             if retrying.classify(exc) is not retrying.ErrorClass.STATEMENT:
                 raise
             return exc
 
-    def _fetch_each(self, name: str, params: list[dict[str, Any]]) -> list[Written]:
-        """Run statement ``name`` once for each of ``params`` in one transaction, each in
+    def _fetch_each(self, name: str, items: list[tuple[Claim, Settlement]]) -> list[Written]:
+        """Run statement ``name`` once for each of ``items`` in one transaction, each in
         a savepoint (see `settle_many`)."""
         query = sqlfiles.statement(name, self.prefix)
         with self.transaction() as conn:
-            return [_run_saved(conn, name, query, p) for p in params]
+            return [_run_saved(conn, name, query, item) for item in items]
 
 
 def _run_saved(
-    conn: psycopg.Connection[Any], name: str, query: bytes, params: dict[str, Any]
+    conn: psycopg.Connection[Any], name: str, query: bytes, item: tuple[Claim, Settlement]
 ) -> Written:
-    def saved() -> list[tuple[Any, ...]]:
-        with conn.transaction():  # a savepoint: a refused statement undoes itself alone
-            return run_statement(conn, query, params)
+    """Run ``item``'s statement in a savepoint, and its `Settlement.fallback` in another
+    when the database refuses one of its values."""
+    claim, settlement = item
+
+    def saved(params: dict[str, Any]) -> Callable[[], list[tuple[Any, ...]]]:
+        def run() -> list[tuple[Any, ...]]:
+            with conn.transaction():  # a savepoint: a refused statement undoes itself alone
+                return run_statement(conn, query, params)
+
+        return run
 
     try:
-        return _while_key_taken(name, saved)
+        try:
+            return _while_key_taken(name, saved(settle_params(claim, settlement)))
+        except (psycopg.Error, UnicodeError) as exc:
+            refused = retrying.refusal(exc)
+            if refused is None:
+                raise
+            fallback = settlement.fallback(refused)
+            return _while_key_taken(name, saved(settle_params(claim, fallback)))
     except StoreUnavailable as taken:  # racing enqueues kept taking the dedup key
         return taken
     except psycopg.Error as exc:
         if retrying.classify(exc) is not retrying.ErrorClass.STATEMENT:
             raise
-        refused = retrying.store_error(exc)
-        refused.__cause__ = exc
-        return refused
+        refused_error = retrying.store_error(exc)
+        refused_error.__cause__ = exc
+        return refused_error

@@ -95,6 +95,31 @@ def classify(exc: BaseException) -> ErrorClass:
     return ErrorClass.STATEMENT
 
 
+# SQLSTATEs (or classes) with which the server refuses a value a statement carries (text it
+# cannot encode, a time or number out of range, a value too large for an index row). The
+# statement changed nothing; the same values would be refused again, other values not.
+_REFUSED_VALUE: Final = {
+    "22": "data exception",
+    "54000": "program limit exceeded",
+}
+
+
+def refusal(exc: BaseException) -> str | None:
+    """What was refused, when ``exc`` is the database (or psycopg, before sending it)
+    refusing a value of the statement; None for any other error. Text psycopg cannot
+    encode for the server raises `UnicodeEncodeError`, a NUL in text a `psycopg.DataError`
+    without a SQLSTATE."""
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    if isinstance(cause, UnicodeError):
+        return f"{type(cause).__name__}: {first_line(cause)}"
+    if not isinstance(cause, psycopg.Error):
+        return None
+    state = cause.sqlstate
+    if state is None:
+        return f"DataError: {first_line(cause)}" if isinstance(cause, psycopg.DataError) else None
+    return f"{state}: {first_line(cause)}" if _lookup(_REFUSED_VALUE, state) else None
+
+
 def outcome_unknown(exc: BaseException) -> bool:
     """True when the statement may have committed although it raised: the connection
     broke before the answer came (no SQLSTATE from the server, or class 08). Every other

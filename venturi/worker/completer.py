@@ -48,7 +48,9 @@ class Completer:
     dead, release) are written next, one transaction per kind. A run counts as settled only
     once its settlement committed; until then its claim stays held and heartbeated. A write
     that fails for a passing reason is retried (with backoff, for up to ``retry_seconds``);
-    one that cannot be written is let go through ``on_dropped`` (the run leaves the held
+    one whose values the database refuses is written by the store as its fallback (the same
+    outcome without what was refused, `Settlement.fallback`); one that cannot be written
+    at all is let go through ``on_dropped`` (the run leaves the held
     set, its lease lapses and the reaper recovers it). A run whose row another session holds
     locked is set aside and tried again after a short wait that grows while it stays locked,
     without holding up the others. If the process dies first, the lease lapses and the job

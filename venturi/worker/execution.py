@@ -15,11 +15,9 @@ from venturi.models import JobRecord
 from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import JobDefinition
 from venturi.schedules import SLOT_PARAMETER, with_slot_time
-from venturi.settlements import Settlement
+from venturi.settlements import Settlement, storable_text
 
 logger = logging.getLogger("venturi.worker")
-
-MAX_NOTE_CHARS = 16_000
 
 
 def job_extra(job: JobRecord) -> dict[str, Any]:
@@ -32,7 +30,8 @@ def execute(definition: JobDefinition, ctx: JobContext) -> Settlement:
     """Run the handler for ``ctx.job`` and return a settlement the store can apply."""
     settlement = _run_handler(definition, ctx)
     try:
-        _ = settlement.carry_json, settlement.attachment_json
+        _ = settlement.attachment_json
+        _check_size(settlement.carry_json, "carry", definition.max_result_bytes)
     except InvalidPayload as exc:
         note = _join(settlement.note, f"run outcome not storable: {exc}")
         return Settlement.retry(_backoff(definition, ctx.job), note=note)
@@ -71,7 +70,7 @@ def _run_handler(definition: JobDefinition, ctx: JobContext) -> Settlement:
         return failed(definition, ctx, exc)
     finally:
         deactivate(token)
-    return _completed(ctx, result)
+    return _completed(definition, ctx, result)
 
 
 def failed(definition: JobDefinition, ctx: JobContext, exc: BaseException) -> Settlement:
@@ -83,11 +82,18 @@ def failed(definition: JobDefinition, ctx: JobContext, exc: BaseException) -> Se
         job.kind,
         job.run_count,
         type(exc).__name__,
-        exc,
+        storable_text(_message(exc)),  # one line of the log, cut as the journal's note is
         extra=job_extra(job),
     )
     text = "".join(traceback.format_exception(exc))
     return Settlement.retry(_backoff(definition, job), note=_note(ctx, text))
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a handler's exception whose __str__ itself fails
+        return f"<{type(exc).__name__}: str() failed>"
 
 
 def _backoff(definition: JobDefinition, job: JobRecord) -> float:
@@ -98,22 +104,37 @@ def _backoff(definition: JobDefinition, job: JobRecord) -> float:
         return 0.0
 
 
-def _completed(ctx: JobContext, result: Any) -> Settlement:
+def _completed(definition: JobDefinition, ctx: JobContext, result: Any) -> Settlement:
     attachment = result if result is not None else ctx.attachment
     settlement = Settlement.complete(attachment=attachment, note=_note(ctx, None))
     try:
-        _ = settlement.attachment_json  # encoded once here, reused by the store
+        text = settlement.attachment_json  # encoded once here, reused by the store
     except InvalidPayload as exc:
         note = _join(settlement.note, f"return value not kept: not JSON-serialisable ({exc})")
         return Settlement.complete(note=note)
+    try:
+        _check_size(text, "result", definition.max_result_bytes)
+    except InvalidPayload as exc:
+        # Dead, as Fail would be: the same input would make the same result again.
+        return Settlement.dead(note=_join(settlement.note, f"{exc}; the job is dead"))
     return settlement
 
 
+def _check_size(text: str | None, field: str, limit: int) -> None:
+    """Raise `InvalidPayload` if the JSON ``text`` is more than ``limit`` bytes."""
+    if text is None or len(text) * 4 <= limit:  # UTF-8 spends at most 4 bytes a character
+        return
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise InvalidPayload(
+            f"{field} is {size} bytes of JSON, {size - limit} over the limit "
+            f"(max_result_bytes={limit}); not kept"
+        )
+
+
 def _note(ctx: JobContext, text: str | None) -> str | None:
-    joined = _join("\n".join(ctx.notes) or None, text)
-    if joined is not None and len(joined) > MAX_NOTE_CHARS:
-        joined = joined[: MAX_NOTE_CHARS - 20] + "\n… (note truncated)"
-    return joined
+    # Cut and made storable by the settlement (`storable_text`).
+    return _join("\n".join(ctx.notes) or None, text)
 
 
 def _join(first: str | None, second: str | None) -> str | None:

@@ -7,14 +7,43 @@ import os
 import socket
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from venturi.errors import ConfigurationError
 from venturi.models import SMALLINT_MAX, SMALLINT_MIN
 from venturi.registry import JobDefinition
 
+# The longest worker name: it is stamped on every claim (``claimed_by``, an indexed
+# column) and keys the worker registry, whose index rows hold at most about 2,700 bytes.
+# 512 characters (2,048 bytes of UTF-8 at most) fit, and so does any host's default name.
+MAX_WORKER_NAME_LENGTH: Final = 512
+
 
 def default_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def worker_name(name: object) -> str:
+    """``name``, or the default name for None; raises `ConfigurationError` for a name
+    the database cannot keep: not a str, empty, longer than `MAX_WORKER_NAME_LENGTH`,
+    holding a NUL or a lone surrogate."""
+    if name is None:
+        return default_name()
+    if not isinstance(name, str):
+        raise ConfigurationError(f"worker name must be a str, got {type(name).__name__}")
+    if not name:
+        raise ConfigurationError("worker name must not be empty (None picks a default)")
+    if len(name) > MAX_WORKER_NAME_LENGTH:
+        raise ConfigurationError(
+            f"worker name is {len(name)} characters; at most {MAX_WORKER_NAME_LENGTH} are allowed"
+        )
+    if "\x00" in name:
+        raise ConfigurationError("worker name must not hold a NUL character")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError("worker name is not valid Unicode (a lone surrogate?)") from None
+    return name
 
 
 def check_options(

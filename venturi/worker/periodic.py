@@ -5,11 +5,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Final
 
 import attrs
 
 from venturi.errors import StoreUnavailable
 from venturi.store import retrying
+
+# Steps failing in a row (outages aside) after which a loop is no longer healthy.
+FAILING_AFTER: Final = 3
 
 
 @attrs.define(eq=False)
@@ -23,6 +27,10 @@ class Periodic:
 
     ``paced``: the first step runs at once, and each step returns the seconds to wait
     before the next (at most ``interval``).
+
+    `healthy` turns False once the step failed `FAILING_AFTER` times in a row for a reason
+    other than a database outage (which every loop waits out alike), or while ``sound``
+    (the step's own account of itself) says False.
     """
 
     name: str
@@ -31,12 +39,18 @@ class Periodic:
     logger: logging.Logger
     backoff_cap: float = attrs.field(default=30.0, kw_only=True)
     paced: bool = attrs.field(default=False, kw_only=True)
+    sound: Callable[[], bool] = attrs.field(default=lambda: True, kw_only=True)
     backoff: retrying.Backoff = attrs.field(init=False)
     _stop: threading.Event = attrs.field(init=False, factory=threading.Event)
+    _failing: int = attrs.field(init=False, default=0)
 
     @backoff.default
     def _backoff(self) -> retrying.Backoff:
         return retrying.Backoff(base=min(self.interval, 1.0), cap=self.backoff_cap)
+
+    @property
+    def healthy(self) -> bool:
+        return self._failing < FAILING_AFTER and self.sound()
 
     def run(self) -> None:
         failures = 0
@@ -44,7 +58,7 @@ class Periodic:
         while not self._stop.wait(self.backoff.delay(failures) if failures else wait):
             try:
                 asked = self.step()
-                failures = 0
+                failures = self._failing = 0
                 paced = self.paced and isinstance(asked, float)
                 wait = min(self.interval, max(0.0, asked)) if paced else self.interval  # type: ignore[call-overload]
             except StoreUnavailable as exc:
@@ -54,6 +68,7 @@ class Periodic:
                 if retrying.classify(exc) is retrying.ErrorClass.FATAL:
                     raise
                 failures += 1
+                self._failing += 1
                 self.logger.exception("%s step failed; retrying", self.name)
 
     def stop(self) -> None:

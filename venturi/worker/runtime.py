@@ -35,7 +35,7 @@ from venturi.worker.flow import REFRESH_INTERVAL, FlowView
 from venturi.worker.handling import HandlerLoop, stop_timed_out
 from venturi.worker.heartbeat import Heartbeat
 from venturi.worker.held import HeldJob, HeldJobs
-from venturi.worker.options import check_options, default_name, heartbeat_every_for, resolve_kinds
+from venturi.worker.options import check_options, heartbeat_every_for, resolve_kinds, worker_name
 from venturi.worker.periodic import Periodic
 from venturi.worker.prefetch import Prefetch
 from venturi.worker.reaper import Reaper
@@ -109,7 +109,7 @@ class Worker:
         self.requested_kinds = None if kinds is None else list(kinds)
         self.concurrency = concurrency
         self.priority_floor = priority_floor
-        self.name = name or default_name()
+        self.name = worker_name(name)
         self.poll_interval = float(poll_interval)
         self.heartbeat_interval = heartbeat_interval
         self.reaper_interval = float(reaper_interval)
@@ -153,9 +153,11 @@ class Worker:
 
     @property
     def healthy(self) -> bool:
-        """Running, not failed, and every one of its threads started and alive."""
+        """Running, not failed, every one of its threads started and alive, and none of
+        its periodic loops failing (a scheduler whose schedules keep failing, say)."""
         running = self._state is _State.RUNNING and self.failure is None
-        return running and self._supervisor.all_running()
+        loops = all(periodic.healthy for periodic, _ in self._periodics)
+        return running and self._supervisor.all_running() and loops
 
     @property
     def notifier(self) -> Notifier | None:

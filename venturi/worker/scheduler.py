@@ -6,15 +6,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Final
 
 import attrs
 
+from venturi.errors import first_line
 from venturi.events import WorkerEvents
 from venturi.retention import Retention
 from venturi.schedules import Schedule
+from venturi.store import retrying
 from venturi.store.protocol import Store
-from venturi.worker.periodic import Periodic
+from venturi.worker.periodic import FAILING_AFTER, Periodic
 
 logger = logging.getLogger("venturi.scheduler")
 
@@ -43,20 +46,25 @@ class Scheduler:
     run_builtin: Callable[[Schedule], None] = attrs.field(default=lambda _: None)
     events: WorkerEvents = attrs.field(factory=WorkerEvents)
     _synced: bool = attrs.field(default=False, init=False)
+    # The schedules synced (those whose next slot could be computed), fired in turn.
+    _firing: Sequence[Schedule] = attrs.field(factory=list, init=False)
+    # Failures in a row of each schedule that failed last time it was due.
+    _failures: dict[str, int] = attrs.field(factory=dict, init=False)
+
+    @property
+    def healthy(self) -> bool:
+        """False while a schedule has failed `FAILING_AFTER` times in a row (or could not
+        be synced at all): the others fire all the same, but someone should look."""
+        return all(n < FAILING_AFTER for n in self._failures.values())
 
     def run_once(self) -> float:
         if not self._synced:
-            changes = self.store.sync_schedules(self.schedules)
-            builtin = {s.name for s in self.schedules if s.builtin}
-            for name, change in sorted(changes.items()):
-                level = logging.DEBUG if name in builtin else logging.INFO
-                logger.log(level, "schedule %s %s", name, change)
-            self._synced = True
-        if not self.schedules:
+            self._sync()
+        if not self._firing:
             return LONGEST_WAIT
-        states, now = self.store.schedule_states([s.name for s in self.schedules])
+        states, now = self.store.schedule_states([s.name for s in self._firing])
         wait = LONGEST_WAIT
-        for schedule in self.schedules:
+        for schedule in self._firing:
             state = states.get(schedule.name)
             if state is None:
                 self._synced = False  # the row went away (a dropped table?): write it again
@@ -65,13 +73,55 @@ class Scheduler:
                 continue
             next_slot = state.next_slot
             if next_slot <= now:
-                firing = schedule.plan(next_slot, now)
-                jobs = self.store.fire_schedule(schedule, next_slot, firing)
-                if jobs is not None:
-                    self._fired(schedule, firing.slots, jobs)
-                next_slot = firing.next_slot
+                try:
+                    next_slot = self._fire(schedule, next_slot, now)
+                except Exception as exc:
+                    # One schedule's failure (a slot it cannot compute, a row the database
+                    # refuses) skips it alone; an outage or a fatal error ends the step.
+                    if retrying.classify(exc) is not retrying.ErrorClass.STATEMENT:
+                        raise
+                    self._failed(schedule, exc)
+                    continue
             wait = min(wait, (next_slot - now).total_seconds() + SLOT_MARGIN)
         return max(0.0, wait)
+
+    def _sync(self) -> None:
+        """Write the rows of the schedules whose next slot can be computed; those that
+        cannot are left out (and so retired), logged, and count as failing for good."""
+        now = self.store.now()
+        syncable = []
+        for schedule in self.schedules:
+            try:
+                schedule.timing.after(now)
+            except Exception as exc:
+                self._failed(schedule, exc, FAILING_AFTER)
+            else:
+                syncable.append(schedule)
+        changes = self.store.sync_schedules(syncable)
+        builtin = {s.name for s in syncable if s.builtin}
+        for name, change in sorted(changes.items()):
+            level = logging.DEBUG if name in builtin else logging.INFO
+            logger.log(level, "schedule %s %s", name, change)
+        self._firing, self._synced = syncable, True
+
+    def _fire(self, schedule: Schedule, next_slot: datetime, now: datetime) -> datetime:
+        """Fire ``schedule``'s due slots; returns its next slot."""
+        firing = schedule.plan(next_slot, now)
+        jobs = self.store.fire_schedule(schedule, next_slot, firing)
+        if jobs is not None:
+            self._fired(schedule, firing.slots, jobs)
+        self._failures.pop(schedule.name, None)
+        return firing.next_slot
+
+    def _failed(self, schedule: Schedule, exc: Exception, count: int = 1) -> None:
+        failures = self._failures[schedule.name] = self._failures.get(schedule.name, 0) + count
+        logger.error(
+            "schedule %s failed (%s); skipped, the others fire",
+            schedule.name,
+            first_line(exc),
+            exc_info=failures <= count,  # the traceback once, not at every slot
+            extra={"schedule": schedule.name, "kind": schedule.kind},
+        )
 
     def _fired(self, schedule: Schedule, slots: Sequence[object], jobs: int) -> None:
         self.events.schedule_fired(schedule.name, jobs)
@@ -155,6 +205,14 @@ def scheduling_loops(
         loops.append(Periodic("venturi-pruner", pruner.run_once, PRUNER_POLL, logger))
     scheduler = Scheduler(side_store, wanted, pruner.request if pruner else lambda _: None, events)
     loops.insert(
-        0, Periodic("venturi-scheduler", scheduler.run_once, LONGEST_WAIT, logger, paced=True)
+        0,
+        Periodic(
+            "venturi-scheduler",
+            scheduler.run_once,
+            LONGEST_WAIT,
+            logger,
+            paced=True,
+            sound=lambda: scheduler.healthy,
+        ),
     )
     return loops
