@@ -253,3 +253,13 @@ def test_healthcheck_never_prints_a_url_s_password(
     assert "FAIL worker: no answer from http://127.0.0.1:1/metrics" in ran.stdout
     # The userinfo is sent as Basic credentials, not lost.
     assert handler.authorizations == ["Basic d2F0Y2g6czNjcmV0"]
+
+
+def test_bench_warns_about_a_password_in_its_own_dsn_option() -> None:
+    # `--backlog 0 --workload backlog` is refused before any connection is made.
+    args = ["bench", "--dsn", CLOSED_PORT_DSN, "--backlog", "0", "--workload", "backlog"]
+    ran = venturi(*args, env={})
+    lines = ran.stderr.splitlines()
+    assert lines[0].startswith("warning: the password in --dsn is visible"), ran.stderr
+    assert lines[1:] and lines[-1].startswith("Error: "), ran.stderr
+    assert "topsecret" not in ran.stderr
