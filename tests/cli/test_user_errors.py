@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -263,3 +264,29 @@ def test_bench_warns_about_a_password_in_its_own_dsn_option() -> None:
     assert lines[0].startswith("warning: the password in --dsn is visible"), ran.stderr
     assert lines[1:] and lines[-1].startswith("Error: "), ran.stderr
     assert "topsecret" not in ran.stderr
+
+
+def test_a_port_in_use_is_one_line(env: dict[str, str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        ran = venturi("dashboard", "--port", port, env=env)
+    assert "Address already in use" in one_error(ran)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_output_that_cannot_be_written_is_one_line(env: dict[str, str], tmp_path: Path) -> None:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")}
+    with Path("/dev/full").open("w") as full:
+        ran = subprocess.run(
+            [sys.executable, "-m", "venturi", "sql"],
+            check=False,
+            env={**inherited, **env},
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    ran.stdout = ""
+    assert "No space left on device" in one_error(ran)

@@ -214,6 +214,22 @@ class VenturiGroup(click.Group):
                 hint = " (has `venturi migrate` run for this prefix?)"
             text = _scrubbed(ctx, first_line(exc))
             raise click.ClickException(f"database error: {text}{hint}") from None
+        except OSError as exc:
+            # The machine refused something: a port in use, a full disk under the
+            # output (click handles a closed pipe itself).
+            _settle_stdout()
+            raise click.ClickException(_scrubbed(ctx, first_line(exc))) from None
+
+
+def _settle_stdout() -> None:
+    """Point stdout at the null device if it can no longer be written, so the flush
+    at interpreter exit does not report the same failure again."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _scrubbed(ctx: click.Context, text: str) -> str:
