@@ -1,12 +1,14 @@
 """The Security page's grants, run as written against the real server with the roles it
-describes: each role can do its part and no more; and what the page says a role without
-grants can still do (LISTEN/NOTIFY, the advisory locks) is true.
+describes: each role can do its part and no more; what the page says a role without
+grants can still do (LISTEN/NOTIFY, the advisory locks) is true; and so is what it says
+venturi logs (ids and kinds, never payloads; notes cut to 16,000 characters).
 
 The SQL is read from the page (docs/howto/security.md, the ```sql block after each
 ``% grants: NAME`` marker), so the page and this test cannot drift apart."""
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import threading
@@ -394,3 +396,29 @@ def test_a_role_without_grants_can_hold_the_migration_and_prune_locks(
         assert store.migrate() == []
     finally:
         store.close()
+
+
+def test_worker_logs_name_jobs_but_never_show_their_payloads(
+    database_dsn: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = secrets.token_hex(16)
+    with venturi.Queue(database_dsn, prefix=prefix) as queue:
+        queue.migrate()
+
+        @queue.job("leaky", max_attempts=2, backoff=venturi.constant(0), context=True)
+        def leaky(ctx: venturi.JobContext, card: str) -> None:
+            ctx.note("x" * 20_000)
+            raise RuntimeError("card refused")
+
+        job_id = leaky.enqueue(card=secret)
+        with (
+            caplog.at_level(logging.DEBUG, logger="venturi"),
+            queue.worker(concurrency=1, poll_interval=1),
+        ):
+            wait_until(lambda: _status(queue, job_id) == "dead", timeout=WAIT, what="dead")
+        logged = "\n".join(record.getMessage() + repr(vars(record)) for record in caplog.records)
+        assert str(job_id) in logged and "leaky" in logged and "card refused" in logged
+        assert secret not in logged
+        notes = [e.note or "" for e in queue.journal(job_id)]
+        assert notes and all(len(note) <= 16_000 for note in notes)
+        assert all(secret not in note for note in notes)
