@@ -2,7 +2,8 @@
 ``KeyboardInterrupt``) fails like any other task, as Django's ImmediateBackend records
 it, in a real worker process (``manage.py venturi worker``, alone or in a group) as in
 a worker thread of this one: its error, attempts, start and ``task_finished`` are
-recorded and the worker runs on (issue 36)."""
+recorded and the worker runs on (issue 36). So is a ``KeyboardInterrupt`` the task itself
+raises in a worker's handler thread, where no signal can raise one."""
 
 from __future__ import annotations
 
@@ -109,6 +110,19 @@ def test_any_base_exception_but_keyboard_interrupt_is_a_recorded_failure(
     raised = SystemExit if name == "quit_async" else shop.Abandon
     _recorded_failure(failed, raised, 2)
     assert signals.count(("finished", name, "FAILED")) == 1
+
+
+def test_a_keyboard_interrupt_a_task_raises_in_a_worker_thread_is_a_recorded_failure(
+    queue: Queue, shop: Any, signals: list[tuple[str, str, str]]
+) -> None:
+    # No signal raises KeyboardInterrupt in a handler thread: the task raised it, and
+    # the worker fails the run. The result used to say FAILED with no error, no
+    # attempt, no start and no task_finished.
+    result = shop.interrupt.enqueue()
+    with queue.worker(concurrency=1, poll_interval=1):
+        failed = _finished(shop.interrupt, result.id)
+    _recorded_failure(failed, KeyboardInterrupt, 2)
+    assert signals.count(("finished", "interrupt", "FAILED")) == 1
 
 
 def test_system_exit_in_an_atomic_task_rolls_back_and_is_recorded(
