@@ -243,7 +243,7 @@ def test_a_prefix_without_schema_says_to_migrate(invoke: Invoke) -> None:
 def test_an_unreachable_database_is_one_line_without_the_password(
     invoke: Invoke, command: list[str]
 ) -> None:
-    result = invoke("--dsn", CLOSED_PORT_DSN, *command)
+    result = invoke(*command, env={"VENTURI_DSN": CLOSED_PORT_DSN})
     assert result.exit_code == 1
     line = one_error_line(result)
     assert "cannot connect to PostgreSQL" in line and "port=1" in line

@@ -27,6 +27,7 @@ from venturi.bench.report import UNPREPARED_SUFFIX
 from venturi.bench.support import BenchFailure, BenchSettings
 from venturi.bench.worker import cpu_ceiling, drive, latency, loops_for
 from venturi.bench.workloads import VenturiBench
+from venturi.cli.support import warn_if_password_shown
 from venturi.store.statements import Preparation
 
 WORKLOADS = (
@@ -347,6 +348,7 @@ def bench_command(
     with 10 ms jobs again with server-side prepared statements off. Every job is checked to
     have run exactly once. Uses fresh table prefixes and drops them after.
     """
+    warn_if_password_shown(click.get_current_context(), "dsn", "--dsn")
     overrides: dict[str, Any] = {
         key: value
         for key, value in {

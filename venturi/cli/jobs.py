@@ -23,7 +23,9 @@ from venturi.cli.render import (
 )
 from venturi.cli.support import DURATION, JOB_ID, CliState, pass_state, require_job
 from venturi.client import Queue
+from venturi.errors import first_line
 from venturi.models import JobRecord, JobStatus, JournalRecord
+from venturi.payload import MAX_DEPTH
 
 _STATUSES = [s.value for s in JobStatus]
 
@@ -34,8 +36,17 @@ def _parse_payload(text: str | None) -> dict[str, Any]:
     source = sys.stdin.read() if text == "-" else text
     try:
         value = json.loads(source)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="'JSON'") from None
+    except RecursionError:
+        # Python's parser recurses once per level; a venturi payload nests at most
+        # MAX_DEPTH levels anyway.
+        raise click.BadParameter(
+            f"nests deeper than {MAX_DEPTH} levels (the most a payload may)",
+            param_hint="'JSON'",
+        ) from None
+    except ValueError as exc:  # malformed, or an integer past Python's digit limit
+        raise click.BadParameter(
+            f"not valid JSON: {first_line(exc)}", param_hint="'JSON'"
+        ) from None
     if not isinstance(value, dict):
         raise click.BadParameter(
             f"must be a JSON object (the job's keyword arguments), got {type(value).__name__}",

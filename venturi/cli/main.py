@@ -14,7 +14,7 @@ from venturi.cli.flow import flow_commands
 from venturi.cli.jobs import job_commands
 from venturi.cli.ops import operation_commands
 from venturi.cli.schedules import schedule_commands
-from venturi.cli.support import CliState, QueueFactory, VenturiGroup
+from venturi.cli.support import CliState, QueueFactory, VenturiGroup, warn_if_password_shown
 from venturi.client import DEFAULT_PREFIX
 
 HELP = """Operate a venturi job queue: migrate, run workers, enqueue and inspect jobs.
@@ -98,6 +98,12 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
         read_dsn: str | None = None,
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
+        for name, option in (
+            ("dsn", "--dsn"),
+            ("listen_dsn", "--listen-dsn"),
+            ("read_dsn", "--read-dsn"),
+        ):
+            warn_if_password_shown(ctx, name, option)
         state = CliState(queue_factory, dsn, prefix, listen_dsn=listen_dsn, read_dsn=read_dsn)
         ctx.obj = state
         ctx.call_on_close(state.close)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import re
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable
+from typing import Any, Final
 
+import attrs
 import click
 import psycopg
 
@@ -103,23 +109,103 @@ def _check_notify(queue: Queue, timeout: float) -> str:
         notifier.close()
 
 
-def _check_worker(url: str, timeout: float) -> str:
-    """A worker's metrics endpoint answers and says it has not stopped itself."""
+@attrs.frozen
+class MetricsUrl:
+    """A worker's metrics endpoint: the URL fetched, the one printed (no credentials)
+    and the Basic credentials its userinfo held."""
+
+    fetched: str
+    shown: str
+    authorization: str | None
+
+    @classmethod
+    def parse(cls, text: str) -> MetricsUrl:
+        """An http(s) URL; ValueError for anything else (file://, ftp://, no host)."""
+        try:
+            parts = urllib.parse.urlsplit(text)
+            port = parts.port  # refuses a port that is not a number
+        except ValueError:
+            raise ValueError(f"{_without_userinfo(text)!r} is not a URL") from None
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            shown = _without_userinfo(text)
+            raise ValueError(f"{shown!r} is not an http:// or https:// URL with a host")
+        host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        netloc = host if port is None else f"{host}:{port}"
+        fetched = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+        authorization = None
+        if parts.username is not None or parts.password is not None:
+            pair = f"{urllib.parse.unquote(parts.username or '')}:"
+            pair += urllib.parse.unquote(parts.password or "")
+            authorization = "Basic " + base64.b64encode(pair.encode()).decode()
+        return cls(fetched, fetched, authorization)
+
+
+def _without_userinfo(text: str) -> str:
+    """``text`` with anything between ``//`` and ``@`` hidden, parseable or not."""
+    return re.sub(r"//[^/?#]*@", "//***@", text)
+
+
+def _metrics_urls(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> list[MetricsUrl]:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        return [MetricsUrl.parse(value) for value in values]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to another http(s) URL (urllib would go to ftp://)."""
+
+    def redirect_request(  # noqa: PLR0917 (urllib's signature)
+        self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> Any:
+        if urllib.parse.urlsplit(newurl).scheme.lower() not in ("http", "https"):
+            raise urllib.error.HTTPError(
+                _without_userinfo(newurl),
+                code,
+                "redirect to a URL that is not http(s)",
+                headers,
+                fp,
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+# Only the handlers an http(s) fetch needs: no file://, ftp:// or data: handler.
+_OPENER: Final = urllib.request.OpenerDirector()
+for _handler in (
+    urllib.request.ProxyHandler(),
+    urllib.request.HTTPHandler(),
+    urllib.request.HTTPSHandler(),
+    urllib.request.HTTPDefaultErrorHandler(),
+    _HttpOnlyRedirects(),
+    urllib.request.HTTPErrorProcessor(),
+):
+    _OPENER.add_handler(_handler)
+
+
+def _check_worker(url: MetricsUrl, timeout: float) -> str:
+    """A worker's metrics endpoint answers and says it has not stopped itself."""
+    request = urllib.request.Request(url.fetched)
+    if url.authorization is not None:
+        request.add_unredirected_header("Authorization", url.authorization)
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
             text = response.read().decode("utf-8", errors="replace")
     except (OSError, ValueError) as exc:
-        raise VenturiError(f"no answer from {url}: {first_line(exc)}") from None
+        raise VenturiError(f"no answer from {url.shown}: {first_line(exc)}") from None
     for line in text.splitlines():
         name, _, value = line.partition(" ")
         if name == "venturi_worker_failed":
             if float(value) != 0:
                 raise VenturiError(
-                    f"{url}: the worker stopped itself (a fatal database error or a thread "
-                    "that kept failing; see its log)"
+                    f"{url.shown}: the worker stopped itself (a fatal database error or a "
+                    "thread that kept failing; see its log)"
                 )
-            return f"{url}: running"
-    raise VenturiError(f"{url} has no venturi_worker_failed metric (a worker's --metrics-port?)")
+            return f"{url.shown}: running"
+    raise VenturiError(
+        f"{url.shown} has no venturi_worker_failed metric (a worker's --metrics-port?)"
+    )
 
 
 @click.command()
@@ -129,14 +215,16 @@ def _check_worker(url: str, timeout: float) -> str:
     "worker_urls",
     metavar="URL",
     multiple=True,
+    callback=_metrics_urls,
     help="Also check a worker's metrics endpoint (e.g. http://127.0.0.1:9100/metrics of "
-    "'venturi worker --metrics-port 9100'): FAIL if it does not answer or the worker "
-    "stopped itself. Repeatable.",
+    "'venturi worker --metrics-port 9100'; http or https, user:password@ for Basic "
+    "auth, never printed): FAIL if it does not answer or the worker stopped itself. "
+    "Repeatable.",
 )
 @pass_state
 @click.pass_context
 def healthcheck(
-    ctx: click.Context, state: CliState, timeout: float, worker_urls: tuple[str, ...]
+    ctx: click.Context, state: CliState, timeout: float, worker_urls: list[MetricsUrl]
 ) -> None:
     """Check database, schema and NOTIFY (and workers); exit 0 or 1.
 

@@ -12,6 +12,7 @@ from typing import Any, Final
 import attrs
 import click
 import psycopg
+from click.core import ParameterSource
 
 from venturi.client import DEFAULT_PREFIX, Queue
 from venturi.durations import text_seconds
@@ -84,14 +85,16 @@ def require_job(queue: Queue, job_id: str, *, primary: bool = False) -> JobRecor
     return record
 
 
-def check_reachable(dsn: str) -> None:
+def check_reachable(dsn: str, option: str = "--dsn") -> None:
     """Connect once, so an unreachable or refused DSN fails now with libpq's own reason
-    instead of a pool timeout later."""
+    instead of a pool's retries (and their log lines) and a timeout later. ``option``
+    names the DSN in the message."""
     try:
         params = parse_dsn(dsn, "the DSN")
     except ConfigurationError:
+        label = "the DSN" if option == "--dsn" else option
         raise click.ClickException(
-            "the DSN is not a valid connection string: write key=value pairs "
+            f"{label} is not a valid connection string: write key=value pairs "
             "(host=... dbname=...) or a postgresql:// URI"
         ) from None
     try:
@@ -99,9 +102,38 @@ def check_reachable(dsn: str) -> None:
             return
     except psycopg.Error as exc:
         reason = scrub(first_line(exc), dsn)
+        where = "" if option == "--dsn" else f"through {option} "
         raise click.ClickException(
-            f"cannot connect to PostgreSQL ({redact_dsn(dsn)}): {reason}"
+            f"cannot connect to PostgreSQL {where}({redact_dsn(dsn)}): {reason}"
         ) from None
+
+
+# The environment variable that keeps each DSN option off the command line.
+DSN_ENVIRONMENT: Final = {
+    "--dsn": "VENTURI_DSN",
+    "--listen-dsn": "VENTURI_LISTEN_DSN",
+    "--read-dsn": "VENTURI_READ_DSN",
+}
+
+
+def warn_if_password_shown(ctx: click.Context, name: str, option: str) -> None:
+    """One line on stderr when the DSN parameter ``name`` came from the command line
+    with a password in it: every local user can read a process's arguments (`ps`)."""
+    value = ctx.params.get(name)
+    if not value or ctx.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
+        return
+    try:
+        password = parse_dsn(str(value)).get("password")
+    except ConfigurationError:
+        return  # refused with its own message when the DSN is used
+    if password:
+        variable = DSN_ENVIRONMENT.get(option, "VENTURI_DSN")
+        click.echo(
+            f"warning: the password in {option} is visible to other users (ps); set "
+            f"{variable} instead, or keep the password in a passfile (~/.pgpass) or a "
+            "service file (service=NAME)",
+            err=True,
+        )
 
 
 @attrs.define
@@ -131,6 +163,14 @@ class CliState:
             else:
                 dsn = self.resolved_dsn()
                 check_reachable(dsn)
+                # The queue opens a pool on each; one that cannot connect would log
+                # every retry before its timeout, so each is tried once here first.
+                for extra, option in (
+                    (self.listen_dsn, "--listen-dsn"),
+                    (self.read_dsn, "--read-dsn"),
+                ):
+                    if extra:
+                        check_reachable(extra, option)
                 self._queue = Queue(
                     dsn,
                     prefix=self.prefix,
@@ -174,6 +214,22 @@ class VenturiGroup(click.Group):
                 hint = " (has `venturi migrate` run for this prefix?)"
             text = _scrubbed(ctx, first_line(exc))
             raise click.ClickException(f"database error: {text}{hint}") from None
+        except OSError as exc:
+            # The machine refused something: a port in use, a full disk under the
+            # output (click handles a closed pipe itself).
+            _settle_stdout()
+            raise click.ClickException(_scrubbed(ctx, first_line(exc))) from None
+
+
+def _settle_stdout() -> None:
+    """Point stdout at the null device if it can no longer be written, so the flush
+    at interpreter exit does not report the same failure again."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _scrubbed(ctx: click.Context, text: str) -> str:
@@ -193,7 +249,7 @@ def import_queue(spec: str) -> Queue:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a module may call sys.exit() at import
         raise click.ClickException(
             f"cannot import {module_name!r} for --app: {type(exc).__name__}: {first_line(exc)}"
         ) from None
@@ -201,9 +257,18 @@ def import_queue(spec: str) -> Queue:
     if target is None:
         raise click.ClickException(f"module {module_name!r} has no attribute {attribute!r}")
     if callable(target) and not isinstance(target, Queue):
-        target = target()
+        try:
+            target = target()
+        except VenturiError:
+            raise  # reported as one line by the group, like any venturi error
+        except (Exception, SystemExit) as exc:
+            raise click.ClickException(
+                f"--app {spec}: calling {attribute}() to get the queue raised "
+                f"{type(exc).__name__}: {first_line(exc)}"
+            ) from None
     if not isinstance(target, Queue):
         raise click.ClickException(
-            f"--app {spec} is a {type(target).__name__}, not a venturi.Queue"
+            f"--app {spec} is a {type(target).__name__}, not a venturi.Queue (nor a "
+            "function of no arguments returning one)"
         )
     return target

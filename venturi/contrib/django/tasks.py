@@ -14,7 +14,10 @@ Django's priority (-100..100) is venturi's priority unchanged (higher runs first
 Enqueueing joins the current ``transaction.atomic()`` block of the queue's database.
 Failures are retried with backoff up to ``MAX_ATTEMPTS``; a worker that dies mid-run
 has its task taken back by the reaper; every exception but ``KeyboardInterrupt``
-(``SystemExit`` included) is a failure of the task, as in Django's ImmediateBackend.
+(``SystemExit`` included) is a failure of the task, as in Django's ImmediateBackend. A
+``KeyboardInterrupt`` passes through in the main thread (``drain``, the inline test
+mode), where it may be Ctrl-C; in a worker's handler thread, which no signal reaches,
+the task raised it itself and it is a failure too.
 Each run writes one journal line of facts (worker, start, exception class) from which
 `VenturiBackend.get_result` rebuilds ``errors``, ``worker_ids`` and times (see
 `venturi.contrib.django.task_results`).
@@ -233,8 +236,9 @@ def run_task(
     """The handler of every task kind: runs the task and reports it through the signals.
 
     A task may raise `venturi.Retry`, `Pause` or `Fail` to steer its job; any other
-    exception but ``KeyboardInterrupt`` (``SystemExit`` too) is journaled and retried
-    with backoff until ``MAX_ATTEMPTS`` is reached. An ``async def`` task runs to
+    exception (``SystemExit`` too) is journaled and retried with backoff until
+    ``MAX_ATTEMPTS`` is reached, except a ``KeyboardInterrupt`` in the main thread, which
+    passes through untouched. An ``async def`` task runs to
     completion here through ``Task.call``. ``queue_name`` and ``run_after`` are read
     from the job's payload by `build_result`.
     """
@@ -261,9 +265,9 @@ def run_task(
     except Pause:
         ctx.note(HEADER + json.dumps(facts))
         raise
-    except KeyboardInterrupt:
-        raise  # someone is stopping this process, as Django's ImmediateBackend has it
     except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt) and _in_main_thread():
+            raise  # someone is stopping this process, as Django's ImmediateBackend has it
         _failed(ctx, running, facts, exc)
         if isinstance(exc, Retry | Fail):
             raise
@@ -273,6 +277,12 @@ def run_task(
     done = with_value(done, value)
     task_finished.send(VenturiBackend, task_result=done)
     return value
+
+
+def _in_main_thread() -> bool:
+    # Signals reach only the main thread: a KeyboardInterrupt in a worker's handler
+    # thread is the task's own, and the worker fails the run as for any exception.
+    return threading.current_thread() is threading.main_thread()
 
 
 def _failed(

@@ -41,6 +41,28 @@ def quit_now() -> None:
 
 
 @task()
+async def quit_async() -> None:
+    await asyncio.sleep(0)
+    raise SystemExit("the async task called sys.exit")
+
+
+@task()
+def quit_after_shipping(order_id: int) -> None:
+    """Ships, then exits: on a backend with ``ATOMIC`` the shipping rolls back."""
+    Order.objects.filter(pk=order_id).update(status="shipped")
+    raise SystemExit(3)
+
+
+class Abandon(BaseException):
+    """A ``BaseException`` of the task's own: neither SystemExit nor KeyboardInterrupt."""
+
+
+@task()
+def abandon() -> None:
+    raise Abandon("given up")
+
+
+@task()
 def interrupt() -> None:
     raise KeyboardInterrupt("stop this process")
 
