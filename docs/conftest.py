@@ -26,6 +26,7 @@ from sybil import Sybil
 from sybil.parsers.myst import PythonCodeBlockParser, SkipParser
 
 import venturi
+from tests.contrib.django.project import database_settings
 from venturi.testing import database_for_tests
 
 DOCS = Path(__file__).parent
@@ -107,20 +108,6 @@ def page_database() -> Iterator[str]:
             )
 
 
-def django_database(dsn: str) -> dict[str, Any]:
-    """A Django ``DATABASES`` entry for ``dsn`` (its libpq options kept in ``OPTIONS``)."""
-    params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(dsn)
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": params.pop("dbname", "postgres"),
-        "USER": params.pop("user", ""),
-        "PASSWORD": params.pop("password", ""),
-        "HOST": params.pop("host", ""),
-        "PORT": str(params.pop("port", "")),
-        "OPTIONS": params,
-    }
-
-
 def django_for_page(stack: contextlib.ExitStack) -> Any:
     """The ``configure_django(**settings)`` a page calls in an invisible block.
 
@@ -138,7 +125,7 @@ def django_for_page(stack: contextlib.ExitStack) -> Any:
 
         from venturi.contrib.django import reset_queue
 
-        database = django_database(os.environ["VENTURI_DSN"])
+        database = database_settings(os.environ["VENTURI_DSN"])
         if not settings.configured:
             settings.configure(
                 DEBUG=False,

@@ -8,10 +8,10 @@ from typing import Any
 from psycopg.conninfo import conninfo_to_dict
 
 
-def build_settings(dsn: str, orders_table: str, prefix: str) -> dict[str, Any]:
-    """Settings for the shop project on the database ``dsn``."""
-    params = conninfo_to_dict(dsn)
-    database: dict[str, Any] = {
+def database_settings(dsn: str) -> dict[str, Any]:
+    """A Django ``DATABASES`` entry for ``dsn`` (its other libpq options in ``OPTIONS``)."""
+    params: dict[str, Any] = conninfo_to_dict(dsn)
+    return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": params.pop("dbname", "postgres"),
         "USER": params.pop("user", ""),
@@ -20,6 +20,11 @@ def build_settings(dsn: str, orders_table: str, prefix: str) -> dict[str, Any]:
         "PORT": str(params.pop("port", "")),
         "OPTIONS": params,
     }
+
+
+def build_settings(dsn: str, orders_table: str, prefix: str) -> dict[str, Any]:
+    """Settings for the shop project on the database ``dsn``."""
+    database = database_settings(dsn)
     return {
         "DEBUG": False,
         "SECRET_KEY": "venturi-tests",
