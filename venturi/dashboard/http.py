@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
-import re
 from typing import Any, Final
 from urllib.parse import parse_qs, quote
 

@@ -30,7 +30,7 @@ def _get(path: str, **extra: Any) -> Any:
 
     query = extra.pop("query", "")
     http = RequestFactory().get("/venturi/" + path + query, **extra)
-    http.user = Staff()
+    http.user = Staff()  # type: ignore[assignment]
     return dashboard_view(http, rest=path)
 
 
