@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import venturi
 from tests.dashboard.conftest import csrf_token
 from tests.dashboard.scene import Scene
 from tests.support import wait_until
@@ -122,6 +123,27 @@ def test_the_server_answers_503_beyond_the_cap(scene: Scene) -> None:
 def _busy(port: int) -> bytes | None:
     answer = get(port)
     return answer if status_of(answer) == 503 else None
+
+
+def test_a_nul_in_the_query_answers_400(scene: Scene) -> None:
+    server = DashboardServer(Dashboard(scene.queue, allow_anonymous=True), "127.0.0.1", 0)
+    with running(server) as port:
+        answer = get(port, "/jobs?kind=a%00b")
+    assert status_of(answer) == 400
+    assert b"kind must not hold control characters" in answer
+
+
+def test_a_prefix_without_tables_answers_503_saying_so(database_dsn: str, prefix: str) -> None:
+    queue = venturi.Queue(database_dsn, prefix=prefix, pool_size=2)
+    server = DashboardServer(Dashboard(queue, allow_anonymous=True), "127.0.0.1", 0)
+    try:
+        with running(server) as port:
+            answer = get(port, "/")
+    finally:
+        queue.close()
+    assert status_of(answer) == 503
+    assert f"the prefix {prefix} has no tables: run `venturi migrate`".encode() in answer
+    assert b"A server error occurred" not in answer
 
 
 def test_a_next_with_a_line_break_does_not_split_the_response(scene: Scene) -> None:

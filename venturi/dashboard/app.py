@@ -155,8 +155,8 @@ class Dashboard:
             return self._page(request)
         except (InvalidJob, BadRequest) as exc:
             return self._error(request, HTTPStatus.BAD_REQUEST, str(exc))
-        except StoreUnavailable:
-            logger.warning("dashboard: the database is unreachable", exc_info=True)
+        except StoreUnavailable as exc:
+            logger.warning("dashboard: the database is unreachable: %s", exc)
             return self._error(request, HTTPStatus.SERVICE_UNAVAILABLE, UNREACHABLE)
         except SchemaError as exc:
             return self._error(request, HTTPStatus.SERVICE_UNAVAILABLE, self._schema(exc))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import re
 import secrets
 import threading
 import time
@@ -19,6 +20,7 @@ from venturi.dashboard.http import Request, host_name
 
 CSRF_COOKIE: Final = "venturi_csrf"
 CSRF_FIELD: Final = "csrf_token"
+_SESSION_ID: Final = re.compile(r"[0-9a-f]{32}")
 # Names that reach this machine only; a page whose own name rebinds to 127.0.0.1 still
 # sends that name as Host, and is refused.
 LOCAL_HOSTS: Final = ("localhost", "127.0.0.1", "[::1]", "::1")
@@ -71,17 +73,21 @@ class CsrfTokens:
         """The form token of ``session``."""
         return hmac.new(self._key, b"session:" + session.encode(), hashlib.sha256).hexdigest()
 
+    @staticmethod
+    def _session(request: Request) -> str | None:
+        current = request.cookies.get(CSRF_COOKIE, "")
+        return current if _SESSION_ID.fullmatch(current) else None
+
     def session_for(self, request: Request) -> tuple[str, bool]:
         """The request's session id, and whether it is new (to be set as a cookie)."""
-        current = request.cookies.get(CSRF_COOKIE, "")
-        if len(current) == 32 and all(c in "0123456789abcdef" for c in current):
-            return current, False
-        return secrets.token_hex(16), True
+        current = self._session(request)
+        return (current, False) if current is not None else (secrets.token_hex(16), True)
 
     def accepts(self, request: Request) -> bool:
-        session = request.cookies.get(CSRF_COOKIE, "")
+        """True if the POST's form token is the one of the session its cookie names."""
+        session = self._session(request)
         sent = request.form.get(CSRF_FIELD, "")
-        return bool(session) and hmac.compare_digest(self.token(session), sent)
+        return session is not None and hmac.compare_digest(self.token(session), sent)
 
     @staticmethod
     def cookie_header(session: str, path: str, secure: bool) -> tuple[str, str]:
