@@ -321,6 +321,13 @@ def test_a_prefix_without_tables_says_to_migrate(database_dsn: str, prefix: str)
         queue.close()
 
 
+def test_flask_mount_says_a_prefix_has_no_tables(database_dsn: str, prefix: str) -> None:
+    with _flask_client(database_dsn, prefix) as client:
+        answer = client.get("/ops/")
+    assert answer.status_code == 503
+    assert f"the prefix {prefix} has no tables: run `venturi migrate`" in answer.text
+
+
 def test_a_database_that_is_down_is_named(prefix: str) -> None:
     queue = venturi.Queue(CLOSED_PORT_DSN, prefix=prefix, pool_size=1, pool_timeout=2)
     try:

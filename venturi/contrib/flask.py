@@ -347,14 +347,15 @@ def mount_dashboard(
     named = tuple(allowed_hosts)
 
     def build() -> Dashboard:
-        # Flask itself refuses a host outside TRUSTED_HOSTS before any view runs.
-        trusted = app.config.get("TRUSTED_HOSTS") is not None
+        # Flask 3.1 refuses a host outside TRUSTED_HOSTS before any view runs; the
+        # dashboard checks the same list for Flask 3.0, which only stores it.
+        trusted = app.config.get("TRUSTED_HOSTS")
         return Dashboard(
             extension.queue_for(app),
             read_only=read_only,
             secret=app.secret_key,
             authorize=lambda environ: authorize(),
-            allowed_hosts=("*",) if trusted else named,
+            allowed_hosts=named if trusted is None else tuple(trusted),
             secure_cookies=bool(app.config.get("SESSION_COOKIE_SECURE")),
         )
 

@@ -68,10 +68,11 @@ class Dashboard:
     shows every page and refuses every action. ``password``: every request must carry
     it as HTTP Basic credentials (any user name); wrong ones are slowed by
     ``login_throttle`` (a `LoginThrottle` by default). ``authorize``: called with each
-    request's WSGI environ; False answers 403 (the framework integrations check their
-    own users before calling the dashboard instead). Without either, anyone who reaches
-    the dashboard reads every job and acts on it: it logs a warning once unless
-    ``allow_anonymous`` says that is meant (a server that authenticates in front).
+    request's WSGI environ; False answers 403 (the Flask mount passes its callback here;
+    the Django view checks Django's users before calling the dashboard). Without
+    either, anyone who reaches the dashboard reads every job and acts on it: it logs a
+    warning when it is made, unless ``allow_anonymous`` says that is meant (a server in
+    front that authenticates).
 
     ``allowed_hosts``: the host names (``Host`` header, any port) served besides
     ``localhost``, ``127.0.0.1`` and ``[::1]``; ``.example.com`` takes its subdomains
@@ -140,7 +141,7 @@ class Dashboard:
                 "(venturi dashboard --allowed-host)",
             )
         if self.password is not None:
-            refused = self._check_password(request)
+            refused = self._check_password(request, self.password)
             if refused is not None:
                 return refused
         if self.authorize is not None and not self.authorize(request.environ):
@@ -161,10 +162,9 @@ class Dashboard:
         except SchemaError as exc:
             return self._error(request, HTTPStatus.SERVICE_UNAVAILABLE, self._schema(exc))
 
-    def _check_password(self, request: Request) -> Response | None:
-        """None if the request carries the password; else a 401, or a 429 while its
+    def _check_password(self, request: Request, password: str) -> Response | None:
+        """None if the request carries ``password``; else a 401, or a 429 while its
         client waits out the delay its wrong guesses earned."""
-        assert self.password is not None
         wait = self.login_throttle.retry_after(request.client)
         if wait:
             return plain(
@@ -172,7 +172,7 @@ class Dashboard:
                 f"too many wrong passwords: try again in {wait} s",
                 [("Retry-After", str(wait))],
             )
-        if password_matches(request, self.password):
+        if password_matches(request, password):
             self.login_throttle.succeeded(request.client)
             return None
         if request.basic_password() is not None:
