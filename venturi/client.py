@@ -330,11 +330,11 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         """A worker for this queue's registered kinds (or ``kinds``); call `start` or `run`.
 
         ``metrics_port=N`` (extra ``metrics``) serves Prometheus metrics on port N
-        (``metrics_addr``, default 0.0.0.0) until the worker stops.
+        (``metrics_addr``, default 127.0.0.1: this machine only) until the worker stops.
         """
         self._check_process()
         metrics_port = options.pop("metrics_port", None)
-        metrics_addr = options.pop("metrics_addr", "0.0.0.0")
+        metrics_addr = options.pop("metrics_addr", "127.0.0.1")
         worker = Worker(
             self.store,
             self.definitions,

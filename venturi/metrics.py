@@ -1,5 +1,7 @@
 """Prometheus metrics: what workers did (counters, histograms) and what the queue holds
-(gauges read from `Queue.stats` at scrape time), each queue in a registry of its own.
+(gauges read from `Queue.stats`, at most once per few seconds however often it is
+scraped), each queue in a registry of its own. The server listens on 127.0.0.1 unless
+told another address, and answers on ``/metrics`` only.
 
 Needs the ``metrics`` extra (prometheus-client)::
 
@@ -12,13 +14,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, Protocol
 
 try:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
     from prometheus_client.core import GaugeMetricFamily
-    from prometheus_client.exposition import start_http_server
     from prometheus_client.metrics_core import Metric
     from prometheus_client.registry import Collector
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
@@ -26,12 +28,27 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "venturi.metrics needs prometheus-client: pip install 'venturi[metrics]'"
     ) from exc
 
-from venturi.errors import ConfigurationError
 from venturi.events import WorkerEvents
+from venturi.metrics_server import DEFAULT_HOST, MetricsServer
 from venturi.models import JobRecord, Outcome, StatsSnapshot
 from venturi.settlements import Settlement
 
+__all__ = [
+    "DEFAULT_HOST",
+    "FanOutEvents",
+    "MetricsEvents",
+    "MetricsServer",
+    "QueueCollector",
+    "QueueMetrics",
+    "StatsSource",
+    "wsgi_app",
+]
+
 logger = logging.getLogger("venturi.metrics")
+
+# Scrapes closer together than this share one `stats()` reading: a dozen scrapers (or a
+# loop hitting the port) cost the database one query per period, not one per scrape.
+STATS_MAX_AGE: Final = 5.0
 
 # Jobs range from milliseconds to an hour; Prometheus' default buckets stop at 10 s.
 DURATION_BUCKETS: Final = (
@@ -164,14 +181,29 @@ class MetricsEvents(WorkerEvents):
 
 
 class QueueCollector(Collector):
-    """Gauges of the queue's contents, read with one `stats()` call per scrape.
+    """Gauges of the queue's contents, from a `stats()` reading at most ``max_age``
+    seconds old (by ``clock``): scrapes in between serve the cached reading, and
+    concurrent scrapes wait for one query rather than each running their own.
 
     A failed read yields ``venturi_queue_up 0`` (and no other gauge) instead of failing
-    the scrape, so an outage shows as data rather than as a missing target.
+    the scrape, so an outage shows as data rather than as a missing target; it is kept
+    for ``max_age`` too, so a database that is down is not asked again at every scrape.
     """
 
-    def __init__(self, source: StatsSource) -> None:
+    def __init__(
+        self,
+        source: StatsSource,
+        max_age: float = STATS_MAX_AGE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not max_age >= 0:
+            raise ValueError(f"max_age must be at least 0 seconds, got {max_age}")
         self.source = source
+        self.max_age = max_age
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._snapshot: StatsSnapshot | None = None
 
     def describe(self) -> Iterable[Metric]:
         # Declaring nothing keeps registration from calling collect(), i.e. the database.
@@ -179,14 +211,27 @@ class QueueCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         up = GaugeMetricFamily("venturi_queue_up", "1 if the last scrape read the queue's stats.")
-        try:
-            snapshot = self.source.stats()
-        except Exception as exc:
-            logger.warning("metrics scrape could not read queue stats: %s", exc)
+        snapshot = self._reading()
+        if snapshot is None:
             up.add_metric([], 0)
             return [up]
         up.add_metric([], 1)
         return [up, *_gauges(snapshot)]
+
+    def _reading(self) -> StatsSnapshot | None:
+        """The cached reading, refreshed once older than ``max_age``; None if the last
+        read failed."""
+        with self._lock:
+            now = self._clock()
+            if self._read_at is not None and now - self._read_at < self.max_age:
+                return self._snapshot
+            try:
+                self._snapshot = self.source.stats()
+            except Exception as exc:
+                logger.warning("metrics scrape could not read queue stats: %s", exc)
+                self._snapshot = None
+            self._read_at = self._clock()
+            return self._snapshot
 
 
 def _gauges(snapshot: StatsSnapshot) -> Iterator[Metric]:
@@ -214,60 +259,33 @@ def _gauges(snapshot: StatsSnapshot) -> Iterator[Metric]:
     yield paused
 
 
-class MetricsServer:
-    """prometheus_client's HTTP exposition server on one port, stoppable."""
-
-    def __init__(self, registry: CollectorRegistry, port: int, addr: str = "0.0.0.0") -> None:
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ConfigurationError(f"metrics_port must be an int within [0, 65535], got {port!r}")
-        try:
-            self._server, self._thread = start_http_server(port, addr, registry)
-        except OSError as exc:
-            raise ConfigurationError(
-                f"metrics_port {port}: cannot listen on {addr}:{port} ({exc.strerror or exc})"
-            ) from exc
-        self._lock = threading.Lock()
-        self._closed = False
-        logger.info("metrics served at http://%s:%d/metrics", addr, self.port)
-
-    @property
-    def port(self) -> int:
-        """The port listened on (the one the OS chose, for port 0)."""
-        return int(self._server.server_port)
-
-    def close(self) -> None:
-        """Stop serving and free the port; idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-
 class QueueMetrics:
     """One queue's metrics in a registry of its own (never prometheus' global one), so
     several queues, and tests, never collide.
 
-    ``events`` goes to ``queue.worker(events=...)``; the queue's gauges are read at
-    scrape time when ``queue`` is given.
+    ``events`` goes to ``queue.worker(events=...)``; the queue's gauges are read when
+    ``queue`` is given, at most once per ``stats_max_age`` seconds (scrapes in between
+    see the last reading).
     """
 
     def __init__(
-        self, queue: StatsSource | None = None, registry: CollectorRegistry | None = None
+        self,
+        queue: StatsSource | None = None,
+        registry: CollectorRegistry | None = None,
+        stats_max_age: float = STATS_MAX_AGE,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.events = MetricsEvents(self.registry)
         if queue is not None:
-            self.registry.register(QueueCollector(queue))
+            self.registry.register(QueueCollector(queue, stats_max_age))
 
     def wsgi_app(self) -> Any:
         """A WSGI app serving these metrics in the Prometheus text format."""
         return make_wsgi_app(self.registry)
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> MetricsServer:
-        """Serve these metrics over HTTP in a daemon thread until `close`."""
+    def serve(self, port: int, addr: str = DEFAULT_HOST) -> MetricsServer:
+        """Serve these metrics at http://ADDR:PORT/metrics in a daemon thread until
+        `close`; ``addr`` 127.0.0.1 unless given."""
         return MetricsServer(self.registry, port, addr)
 
 

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import os
-import socketserver
 from typing import Any, Final
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import click
 
@@ -17,15 +15,11 @@ from venturi.observations import WorkerInfo
 PASSWORD_ENV: Final = "VENTURI_DASHBOARD_PASSWORD"
 
 
-class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    """Serves each request in a thread, so a slow page never holds up the next one."""
-
-    daemon_threads = True
+LOOPBACK: Final = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        click.echo(f"{self.address_string()} {format % args}", err=True)
+def _is_loopback(bind: str) -> bool:
+    return bind in LOOPBACK or bind.startswith("127.")
 
 
 @click.command()
@@ -34,27 +28,94 @@ class _QuietHandler(WSGIRequestHandler):
     "--bind",
     default="127.0.0.1",
     show_default=True,
-    help="Address to listen on; the default answers this machine only.",
+    help="Address to listen on; the default answers this machine only. Any other needs "
+    "a password (VENTURI_DASHBOARD_PASSWORD) or --insecure-no-auth.",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name browsers may reach the dashboard by (any port; .example.com "
+    "takes its subdomains), besides localhost, 127.0.0.1, [::1] and --bind. "
+    "Repeatable. Requests for any other name answer 400.",
+)
+@click.option(
+    "--insecure-no-auth",
+    is_flag=True,
+    help="Serve a non-loopback --bind without a password: anyone who reaches it reads "
+    "every job and acts on them.",
+)
+@click.option(
+    "--trust-forwarded-proto",
+    is_flag=True,
+    help="Behind a TLS proxy: take X-Forwarded-Proto: https as HTTPS (Secure cookies).",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    help="Connections served at once (default 64); more are answered 503.",
+)
+@click.option(
+    "--read-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a client has to send its request before it is dropped (default 10).",
 )
 @click.option("--read-only", is_flag=True, help="Show every page, refuse every action.")
 @pass_state
-def dashboard(state: CliState, port: int, bind: str, read_only: bool) -> None:
+def dashboard(
+    state: CliState,
+    /,
+    *,
+    port: int,
+    bind: str,
+    allowed_hosts: tuple[str, ...],
+    insecure_no_auth: bool,
+    trust_forwarded_proto: bool,
+    max_connections: int | None,
+    read_timeout: float | None,
+    read_only: bool,
+) -> None:
     """Serve the web dashboard (needs venturi[dashboard]).
 
     With env VENTURI_DASHBOARD_PASSWORD set, every request must carry that password as
-    HTTP Basic credentials (any user name); use TLS in front of it beyond localhost.
+    HTTP Basic credentials (any user name; wrong guesses are slowed); use TLS in front
+    of it beyond localhost.
     """
     try:
         from venturi.dashboard import Dashboard
+        from venturi.dashboard.server import DashboardServer
     except ImportError as exc:
         raise click.ClickException(
             f"the dashboard needs Jinja2: pip install 'venturi[dashboard]' ({exc})"
         ) from None
     password = os.environ.get(PASSWORD_ENV) or None
-    if bind not in ("127.0.0.1", "localhost", "::1") and password is None:
-        click.echo(f"warning: serving on {bind} without a password (set {PASSWORD_ENV})", err=True)
-    app = Dashboard(state.queue(), read_only=read_only, password=password)
-    with make_server(bind, port, app, _ThreadingServer, _QuietHandler) as server:
+    if not _is_loopback(bind) and password is None:
+        if not insecure_no_auth:
+            raise click.ClickException(
+                f"--bind {bind} answers other machines, and no password is set: set "
+                f"{PASSWORD_ENV}, or pass --insecure-no-auth to serve it to anyone who "
+                "reaches it"
+            )
+        click.echo(f"warning: serving on {bind} without a password (--insecure-no-auth)", err=True)
+    app = Dashboard(
+        state.queue(),
+        read_only=read_only,
+        password=password,
+        allowed_hosts=(bind, *allowed_hosts),
+        trust_forwarded_proto=trust_forwarded_proto,
+        allow_anonymous=True,  # refused above beyond loopback unless asked for
+    )
+    # The server's own defaults (`venturi.dashboard.server`) for the options not given.
+    limits: dict[str, Any] = {"max_connections": max_connections, "read_timeout": read_timeout}
+    server = DashboardServer(
+        app,
+        bind,
+        port,
+        log=lambda line: click.echo(line, err=True),
+        **{name: value for name, value in limits.items() if value is not None},
+    )
+    with server:
         mode = " (read-only)" if read_only else ""
         click.echo(f"venturi dashboard{mode} on http://{bind}:{server.server_port}/", err=True)
         try:

@@ -111,7 +111,15 @@ def worker_command(embedded: bool) -> click.Command:
         type=click.IntRange(0, 65535),
         help="Serve Prometheus metrics (with --processes: the group's, summed).",
     )
-    @click.option("--metrics-addr", default="0.0.0.0", show_default=True)
+    @click.option(
+        "--metrics-host",
+        "--metrics-addr",
+        "metrics_addr",
+        default="127.0.0.1",
+        show_default=True,
+        help="Address the metrics port listens on: this machine only by default; "
+        "0.0.0.0 (or a host's own address) exposes it to the network.",
+    )
     @click.option(
         "--stop-timeout",
         type=DURATION,

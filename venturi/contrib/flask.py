@@ -32,7 +32,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, ParamSpec, TypeVar, Unpack
 
 import attrs
@@ -327,28 +327,41 @@ def mount_dashboard(
     authorize: Callable[[], bool],
     url_prefix: str = "/venturi",
     read_only: bool = False,
+    allowed_hosts: Iterable[str] = (),
 ) -> None:
     """Serve the dashboard (`venturi.dashboard`) of the app's queue under ``url_prefix``.
 
     ``authorize`` runs in each request's context (``flask_login.current_user`` and the
     session are there); False answers 403. The app's ``secret_key``, when set, signs the
-    dashboard's CSRF tokens, so every process of the app accepts them. Needs
-    ``venturi[dashboard]``.
+    dashboard's CSRF tokens, so every process of the app accepts them. Host names: the
+    app's ``TRUSTED_HOSTS`` when set (Flask answers any other with 400), else the local
+    names plus ``allowed_hosts``. Its cookies are Secure over HTTPS, and always under
+    ``SESSION_COOKIE_SECURE``. Needs ``venturi[dashboard]``.
     """
-    from flask import Response, abort, request
+    from flask import Response, request
 
     from venturi.dashboard import Dashboard
     from venturi.dashboard.http import call_mounted
 
     dashboards: dict[str, Dashboard] = {}
+    named = tuple(allowed_hosts)
+
+    def build() -> Dashboard:
+        # Flask 3.1 refuses a host outside TRUSTED_HOSTS before any view runs; the
+        # dashboard checks the same list for Flask 3.0, which only stores it.
+        trusted = app.config.get("TRUSTED_HOSTS")
+        return Dashboard(
+            extension.queue_for(app),
+            read_only=read_only,
+            secret=app.secret_key,
+            authorize=lambda environ: authorize(),
+            allowed_hosts=named if trusted is None else tuple(trusted),
+            secure_cookies=bool(app.config.get("SESSION_COOKIE_SECURE")),
+        )
 
     def view(rest: str = "") -> Response:
-        if not authorize():
-            abort(403)
         if "app" not in dashboards:
-            dashboards["app"] = Dashboard(
-                extension.queue_for(app), read_only=read_only, secret=app.secret_key
-            )
+            dashboards["app"] = build()
         mount = request.script_root + url_prefix
         status, headers, body = call_mounted(dashboards["app"], request.environ, mount, rest)
         return Response(body, status=status, headers=headers)

@@ -3,12 +3,14 @@ in a browser. Needs Jinja2 (``pip install "venturi[dashboard]"``).
 
 ```python
 from venturi.dashboard import Dashboard
-app = Dashboard(queue, read_only=False)          # any WSGI server; `venturi dashboard`
+app = Dashboard(queue, password="...", allowed_hosts=["ops.example.com"])
 ```
 
-Flask: `venturi.contrib.flask.mount_dashboard`; Django: ``venturi.contrib.django.urls``.
+`venturi dashboard` serves it (`venturi.dashboard.server`); Flask:
+`venturi.contrib.flask.mount_dashboard`; Django: ``venturi.contrib.django.urls``.
 """
 
 from venturi.dashboard.app import Dashboard
+from venturi.dashboard.security import LoginThrottle
 
-__all__ = ["Dashboard"]
+__all__ = ["Dashboard", "LoginThrottle"]

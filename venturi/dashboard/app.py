@@ -1,8 +1,9 @@
 """`Dashboard`: the WSGI application. Routes each request to a page or an action, and
-guards actions (CSRF, read-only mode) and every request (password, ``authorize``)."""
+guards actions (CSRF, read-only mode) and every request (Host, password, ``authorize``)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
@@ -11,12 +12,28 @@ from typing import Any, Final
 from urllib.parse import quote, unquote
 
 import jinja2
+from psycopg.errors import UndefinedTable
 
 from venturi.client import Queue
 from venturi.dashboard import actions, pages
-from venturi.dashboard.http import Request, Response, StartResponse, plain, redirect
-from venturi.dashboard.security import CSRF_FIELD, CsrfTokens, password_matches
-from venturi.errors import InvalidJob, VenturiError
+from venturi.dashboard.http import (
+    BadRequest,
+    Request,
+    Response,
+    StartResponse,
+    plain,
+    redirect,
+)
+from venturi.dashboard.security import (
+    CSRF_FIELD,
+    CsrfTokens,
+    HostAllowList,
+    LoginThrottle,
+    password_matches,
+)
+from venturi.errors import InvalidJob, SchemaError, StoreUnavailable, VenturiError
+
+logger = logging.getLogger("venturi.dashboard")
 
 Authorize = Callable[[dict[str, Any]], bool]
 NOTICE_COOKIE: Final = "venturi_notice"
@@ -25,6 +42,13 @@ _JOB: Final = re.compile(r"/jobs/([0-9A-Za-z-]{26,36})")
 _JOB_ACTION: Final = re.compile(r"/jobs/([0-9A-Za-z-]{26,36})/(cancel|requeue|retry)")
 _KIND_ACTION: Final = re.compile(r"/kinds/(pause|resume)")
 _WORKFLOW: Final = re.compile(r"/workflows/([0-9A-Za-z-]{26,36})")
+# A same-origin path: one slash, then no slash or backslash; no space, control
+# character or backslash anywhere (browsers drop tabs and line breaks, so "/\t/host"
+# would become "//host", another site).
+_LOCAL_PATH: Final = re.compile(r"/(?![/\\])[^\s\x00-\x1f\x7f\\]*")
+
+
+UNREACHABLE: Final = "the database is unreachable: the dashboard shows again once it answers"
 
 
 def _environment() -> jinja2.Environment:
@@ -42,12 +66,24 @@ class Dashboard:
 
     Mount it anywhere (it reads its mount point from ``SCRIPT_NAME``). ``read_only``
     shows every page and refuses every action. ``password``: every request must carry
-    it as HTTP Basic credentials (any user name). ``authorize``: called with each
-    request's WSGI environ; False answers 403 (the framework integrations check their
-    own users before calling the dashboard instead). ``secret`` signs the CSRF tokens:
-    give the application's secret key when several processes serve the dashboard (a
-    token made by one must pass in another); by default each process makes its own.
-    Thread-safe.
+    it as HTTP Basic credentials (any user name); wrong ones are slowed by
+    ``login_throttle`` (a `LoginThrottle` by default). ``authorize``: called with each
+    request's WSGI environ; False answers 403 (the Flask mount passes its callback here;
+    the Django view checks Django's users before calling the dashboard). Without
+    either, anyone who reaches the dashboard reads every job and acts on it: it logs a
+    warning when it is made, unless ``allow_anonymous`` says that is meant (a server in
+    front that authenticates).
+
+    ``allowed_hosts``: the host names (``Host`` header, any port) served besides
+    ``localhost``, ``127.0.0.1`` and ``[::1]``; ``.example.com`` takes its subdomains
+    too, ``*`` any name. Any other answers 400, so a page whose name rebinds to this
+    machine cannot read the dashboard.
+
+    ``secret`` signs the CSRF tokens: give the application's secret key when several
+    processes serve the dashboard (a token made by one must pass in another); by
+    default each process makes its own. Its cookies are ``Secure`` when the request
+    came over HTTPS (``wsgi.url_scheme``; a proxy's ``X-Forwarded-Proto`` only with
+    ``trust_forwarded_proto``), and always with ``secure_cookies``. Thread-safe.
     """
 
     def __init__(
@@ -60,6 +96,11 @@ class Dashboard:
         refresh_seconds: float = 5.0,
         page_size: int = pages.PAGE_SIZE,
         secret: str | bytes | None = None,
+        allowed_hosts: Iterable[str] = (),
+        secure_cookies: bool = False,
+        trust_forwarded_proto: bool = False,
+        login_throttle: LoginThrottle | None = None,
+        allow_anonymous: bool = False,
     ) -> None:
         if refresh_seconds <= 0:
             raise ValueError(f"refresh_seconds must be positive, got {refresh_seconds}")
@@ -74,16 +115,35 @@ class Dashboard:
         self.refresh_seconds = refresh_seconds
         self.page_size = page_size
         self.csrf = CsrfTokens.from_secret(secret)
+        self.hosts = HostAllowList(allowed_hosts)
+        self.secure_cookies = secure_cookies
+        self.trust_forwarded_proto = trust_forwarded_proto
+        self.login_throttle = login_throttle if login_throttle is not None else LoginThrottle()
         self.templates = _environment()
+        if password is None and authorize is None and not allow_anonymous:
+            logger.warning(
+                "the venturi dashboard has no password and no authorize hook: whoever "
+                "reaches it reads every job and can act on them; pass password= or "
+                "authorize=, mount it behind the application's login (Flask, Django), "
+                "or pass allow_anonymous=True if a server in front authenticates"
+            )
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         request = Request.from_environ(environ)
         return self.respond(request)(start_response)
 
     def respond(self, request: Request) -> Response:
-        if self.password is not None and not password_matches(request, self.password):
-            challenge = [("WWW-Authenticate", 'Basic realm="venturi", charset="UTF-8"')]
-            return plain(HTTPStatus.UNAUTHORIZED, "password required", challenge)
+        """The response to ``request``: a page, an action's redirect, or a refusal."""
+        if not self.hosts.allows(request.host):
+            return plain(
+                HTTPStatus.BAD_REQUEST,
+                f"host name {request.host!r} is not allowed: name it in allowed_hosts "
+                "(venturi dashboard --allowed-host)",
+            )
+        if self.password is not None:
+            refused = self._check_password(request, self.password)
+            if refused is not None:
+                return refused
         if self.authorize is not None and not self.authorize(request.environ):
             return plain(HTTPStatus.FORBIDDEN, "not allowed")
         if request.path.startswith("/static/"):
@@ -94,12 +154,41 @@ class Dashboard:
             if request.method not in ("GET", "HEAD"):
                 return plain(HTTPStatus.METHOD_NOT_ALLOWED, "GET or POST only")
             return self._page(request)
-        except InvalidJob as exc:
+        except (InvalidJob, BadRequest) as exc:
             return self._error(request, HTTPStatus.BAD_REQUEST, str(exc))
+        except StoreUnavailable as exc:
+            logger.warning("dashboard: the database is unreachable: %s", exc)
+            return self._error(request, HTTPStatus.SERVICE_UNAVAILABLE, UNREACHABLE)
+        except SchemaError as exc:
+            return self._error(request, HTTPStatus.SERVICE_UNAVAILABLE, self._schema(exc))
+
+    def _check_password(self, request: Request, password: str) -> Response | None:
+        """None if the request carries ``password``; else a 401, or a 429 while its
+        client waits out the delay its wrong guesses earned."""
+        wait = self.login_throttle.retry_after(request.client)
+        if wait:
+            return plain(
+                HTTPStatus.TOO_MANY_REQUESTS,
+                f"too many wrong passwords: try again in {wait} s",
+                [("Retry-After", str(wait))],
+            )
+        if password_matches(request, password):
+            self.login_throttle.succeeded(request.client)
+            return None
+        if request.basic_password() is not None:
+            self.login_throttle.failed(request.client)
+        challenge = [("WWW-Authenticate", 'Basic realm="venturi", charset="UTF-8"')]
+        return plain(HTTPStatus.UNAUTHORIZED, "password required", challenge)
+
+    def _schema(self, exc: SchemaError) -> str:
+        if isinstance(exc.__cause__, UndefinedTable):
+            return f"the prefix {self.queue.prefix} has no tables: run `venturi migrate`"
+        return f"the tables of prefix {self.queue.prefix} do not match this venturi: {exc}"
 
     # -- pages ------------------------------------------------------------------------
 
     def _page(self, request: Request) -> Response:
+        pages.checked_query(request.query)
         path = request.path.rstrip("/") or "/"
         simple: dict[str, tuple[str, Callable[[Queue], dict[str, Any]]]] = {
             "/": ("overview.html", pages.overview),
@@ -139,7 +228,7 @@ class Dashboard:
         context: dict[str, Any],
         status: HTTPStatus = HTTPStatus.OK,
     ) -> Response:
-        token, new_token = self.csrf.token_for(request)
+        session, new_session = self.csrf.session_for(request)
         notice = unquote(request.cookies.get(NOTICE_COOKIE, ""))
         partial = request.header("X-Venturi-Partial") == "1"
         body = self.templates.get_template(template).render(
@@ -148,7 +237,7 @@ class Dashboard:
             path=request.path,
             here=request.url(request.path, **request.query),
             csrf_field=CSRF_FIELD,
-            csrf_token=token,
+            csrf_token=self.csrf.token(session),
             read_only=self.read_only,
             refresh_ms=int(self.refresh_seconds * 1000),
             notice=notice,
@@ -156,13 +245,17 @@ class Dashboard:
             url=request.url,
         )
         headers = []
-        if new_token:
-            headers.append(CsrfTokens.cookie_header(token, request.root or "/"))
+        secure = self._secure(request)
+        if new_session:
+            headers.append(CsrfTokens.cookie_header(session, request.root or "/", secure))
         if notice and not partial:
-            headers.append(
-                ("Set-Cookie", f"{NOTICE_COOKIE}=; Path={request.root or '/'}; Max-Age=0")
-            )
+            flags = "; Secure" if secure else ""
+            cookie = f"{NOTICE_COOKIE}=; Path={request.root or '/'}; Max-Age=0{flags}"
+            headers.append(("Set-Cookie", cookie))
         return Response(body.encode(), status, headers=headers)
+
+    def _secure(self, request: Request) -> bool:
+        return self.secure_cookies or request.is_https(self.trust_forwarded_proto)
 
     def _error(self, request: Request, status: HTTPStatus, message: str) -> Response:
         return self._render(request, "error.html", {"status": status, "message": message}, status)
@@ -199,7 +292,8 @@ class Dashboard:
             notice = f"refused: {exc}"
         response = redirect(back)
         cookie = f"{NOTICE_COOKIE}={quote(notice, safe='')}; Path={request.root or '/'}; Max-Age=60"
-        response.headers.append(("Set-Cookie", cookie + "; HttpOnly; SameSite=Strict"))
+        flags = "; HttpOnly; SameSite=Strict" + ("; Secure" if self._secure(request) else "")
+        response.headers.append(("Set-Cookie", cookie + flags))
         return response
 
     def _confirm_requeue(self, request: Request, kind: str, back: str) -> Response:
@@ -212,8 +306,10 @@ class Dashboard:
 
     @staticmethod
     def _next(request: Request) -> str:
-        """Where to go after an action: the form's ``next`` if it is a page of this
+        """Where to go after an action: the form's ``next`` if it is a path of this
         dashboard (never another site), else the overview."""
         wanted = request.form.get("next", "")
-        inside = wanted.startswith(request.root + "/") and not wanted.startswith("//")
-        return wanted if inside and "\\" not in wanted else request.root + "/"
+        below = wanted.removeprefix(request.root) if wanted.startswith(request.root) else ""
+        if _LOCAL_PATH.fullmatch(wanted) and _LOCAL_PATH.fullmatch(below):
+            return wanted
+        return request.root + "/"

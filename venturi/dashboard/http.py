@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any, Final
@@ -14,6 +15,19 @@ import attrs
 StartResponse = Callable[..., Any]
 # A form bigger than this is no dashboard form: refuse it rather than read it.
 MAX_FORM_BYTES: Final = 64 * 1024
+# C0 controls, space and DEL: never part of a value a page of the dashboard sends.
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class BadRequest(ValueError):
+    """A request the dashboard refuses with 400: the message names the field and rule."""
+
+
+def refuse_controls(field: str, value: str) -> str:
+    """``value`` if it holds no control character; `BadRequest` naming ``field`` else."""
+    if _CONTROL.search(value):
+        raise BadRequest(f"{field} must not hold control characters (such as NUL or a line break)")
+    return value
 
 
 def _first(values: dict[str, list[str]]) -> dict[str, str]:
@@ -64,6 +78,28 @@ class Request:
     def header(self, name: str) -> str:
         return str(self.environ.get("HTTP_" + name.upper().replace("-", "_"), ""))
 
+    @property
+    def host(self) -> str:
+        """The host name the client asked for (``Host``; the server's own name when a
+        request carries none), lower case and without its port; brackets kept around an
+        IPv6 address."""
+        if "HTTP_HOST" in self.environ:
+            return host_name(str(self.environ["HTTP_HOST"]))
+        return host_name(str(self.environ.get("SERVER_NAME", "")))
+
+    @property
+    def client(self) -> str:
+        """The client's address, as the WSGI server saw it."""
+        return str(self.environ.get("REMOTE_ADDR", ""))
+
+    def is_https(self, trust_forwarded_proto: bool = False) -> bool:
+        """True if the browser reached this request over HTTPS: the WSGI scheme, or the
+        proxy's ``X-Forwarded-Proto`` when it is trusted."""
+        if self.environ.get("wsgi.url_scheme") == "https":
+            return True
+        forwarded = self.header("X-Forwarded-Proto").split(",")[0].strip().lower()
+        return trust_forwarded_proto and forwarded == "https"
+
     def basic_password(self) -> str | None:
         """The password of a Basic ``Authorization`` header, or None."""
         scheme, _, encoded = self.header("Authorization").partition(" ")
@@ -79,6 +115,16 @@ class Request:
         """``path`` under the mount point, with the non-empty ``params`` as its query."""
         query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items() if v)
         return self.root + path + (f"?{query}" if query else "")
+
+
+def host_name(raw: str) -> str:
+    """``raw`` (a ``Host`` header or a configured name) lower case, without its port."""
+    raw = raw.strip().lower()
+    if raw.startswith("["):
+        end = raw.find("]")
+        return raw[: end + 1] if end > 0 else raw
+    name, colon, port = raw.rpartition(":")
+    return name if colon and port.isdigit() and ":" not in name else raw
 
 
 @attrs.define
@@ -105,6 +151,10 @@ class Response:
             ),
             *self.headers,
         ]
+        for name, value in headers:
+            # A header carrying a line break would split the response.
+            if "\r" in value or "\n" in value:
+                raise ValueError(f"header {name} holds a line break")
         start_response(f"{self.status.value} {self.status.phrase}", headers)
         return [self.body]
 

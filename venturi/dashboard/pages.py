@@ -10,8 +10,16 @@ import attrs
 from ulid import ULID
 
 from venturi.client import Queue
+from venturi.dashboard.http import BadRequest, refuse_controls
 from venturi.errors import InvalidJob
-from venturi.models import HistoryCursor, HistoryFilter, JobRecord, JobStatus, to_uuid
+from venturi.models import (
+    HistoryCursor,
+    HistoryFilter,
+    JobRecord,
+    JobStatus,
+    to_uuid,
+    validate_kind,
+)
 from venturi.observations import Throughput
 
 PAGE_SIZE: Final = 50
@@ -71,23 +79,55 @@ def overview(queue: Queue) -> dict[str, Any]:
     return {"overview": figures, "rows": rows, "throughput": throughput}
 
 
-def _status(value: str | None) -> JobStatus | None:
-    return JobStatus(value) if value in STATUSES else None
+def _status(value: str) -> JobStatus | None:
+    if not value:
+        return None
+    if value not in STATUSES:
+        raise BadRequest(f"status must be one of {', '.join(STATUSES)}, got {value!r}")
+    return JobStatus(value)
+
+
+def _kind(value: str) -> str | None:
+    if not value:
+        return None
+    try:
+        return validate_kind(value)
+    except InvalidJob as exc:
+        raise BadRequest(f"query parameter {exc}") from None
+
+
+def _cursor(value: str) -> HistoryCursor | None:
+    if not value:
+        return None
+    try:
+        return HistoryCursor(value)
+    except InvalidJob as exc:
+        raise BadRequest(f"before must be a job id: {exc}") from None
+
+
+def checked_query(query: Mapping[str, str]) -> dict[str, str]:
+    """The query's fields stripped, refused (`BadRequest`) if any holds a control
+    character: none can be meant, and PostgreSQL refuses a NUL in text."""
+    return {
+        refuse_controls("a query parameter's name", name): refuse_controls(name, value.strip())
+        for name, value in query.items()
+    }
 
 
 def jobs(queue: Queue, query: Mapping[str, str], page_size: int = PAGE_SIZE) -> dict[str, Any]:
     """A keyset page of jobs (filtered by kind and status), or the jobs found by id or
-    dedup key. ``before`` is the id the previous page ended at."""
-    kind = query.get("kind", "").strip() or None
-    status = _status(query.get("status"))
-    found = query.get("find", "").strip()
+    dedup key. ``before`` is the id the previous page ended at. A bad field raises
+    `BadRequest` naming it."""
+    fields = checked_query(query)
+    kind = _kind(fields.get("kind", ""))
+    status = _status(fields.get("status", ""))
+    found = fields.get("find", "")
     records: list[JobRecord]
     page_end = None
     if found:
         records = _find(queue, found, kind, page_size)
     else:
-        before = query.get("before", "").strip()
-        cursor = HistoryCursor(before) if before else None
+        cursor = _cursor(fields.get("before", ""))
         records = queue.reads.history(HistoryFilter(kind=kind, status=status), cursor, page_size)
         if len(records) == page_size:
             page_end = str(records[-1].id)

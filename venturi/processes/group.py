@@ -89,7 +89,7 @@ class WorkerGroup:
         max_memory_per_child: int | None = None,
         stop_timeout: float = 30.0,
         metrics_port: int | None = None,
-        metrics_addr: str = "0.0.0.0",
+        metrics_addr: str = "127.0.0.1",
         stats_source: Any = None,
         env: Mapping[str, str] | None = None,
     ) -> None:

@@ -1,5 +1,7 @@
 """The dashboard (`venturi.dashboard`) as a Django view, behind Django's users: active
-staff by default, or the permission ``VENTURI["DASHBOARD_PERMISSION"]`` names."""
+staff by default, or the permission ``VENTURI["DASHBOARD_PERMISSION"]`` names. Host
+names are Django's ``ALLOWED_HOSTS``; its cookies are Secure over HTTPS (as Django sees
+it: ``SECURE_PROXY_SSL_HEADER``) and always under ``CSRF_COOKIE_SECURE``."""
 
 from __future__ import annotations
 
@@ -35,15 +37,21 @@ def _dashboard(settings: VenturiSettings) -> Dashboard:
     queue = get_queue()
     with _lock:
         current = _dashboards.get("project")
+        secure = bool(getattr(django_settings, "CSRF_COOKIE_SECURE", False))
         if (
             current is None
             or current.queue is not queue
             or current.read_only != settings.dashboard_read_only
+            or current.secure_cookies != secure
         ):
             current = Dashboard(
                 queue,
                 read_only=settings.dashboard_read_only,
                 secret=django_settings.SECRET_KEY,
+                # The view checked the host (ALLOWED_HOSTS) and the user already.
+                allowed_hosts=("*",),
+                allow_anonymous=True,
+                secure_cookies=secure,
             )
             _dashboards["project"] = current
         return current
@@ -53,13 +61,16 @@ def _dashboard(settings: VenturiSettings) -> Dashboard:
 # Django's token is not in its forms.
 @csrf_exempt
 def dashboard_view(request: HttpRequest, rest: str = "") -> HttpResponse:
-    """Serve one dashboard page or action; 403 for users not allowed."""
+    """Serve one dashboard page or action; 403 for users not allowed. A host outside
+    ``ALLOWED_HOSTS`` raises Django's ``DisallowedHost`` (answered 400)."""
     settings = VenturiSettings.load()
+    request.get_host()  # validates the Host header against ALLOWED_HOSTS
     if not allowed(request, settings):
         return HttpResponse("not allowed", status=403, content_type="text/plain")
     mount = request.path[: len(request.path) - len(rest)] if rest else request.path
     environ = dict(request.META)
     environ["wsgi.input"] = request  # Django's request reads its body like a stream
+    environ["wsgi.url_scheme"] = request.scheme  # https behind a proxy Django trusts
     status, headers, body = call_mounted(_dashboard(settings), environ, mount, rest)
     response = HttpResponse(body, status=status)
     for name, value in headers:
@@ -82,5 +93,6 @@ def _set_cookie(response: HttpResponse, header: str) -> None:
         max_age=int(flags["max-age"]) if "max-age" in flags else None,
         path=flags.get("path", "/"),
         httponly="httponly" in flags,
+        secure="secure" in flags,
         samesite="Strict",  # every cookie of the dashboard is SameSite=Strict
     )
