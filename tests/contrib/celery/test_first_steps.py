@@ -14,7 +14,7 @@ def test_the_tutorials_add_runs_on_a_venturi_worker(celery_worker: StartWorker) 
     assert result.get(timeout=60) == 8, worker.log.read_text()  # type: ignore[attr-defined]
     assert result.ready() and result.successful() and not result.failed()
     assert result.state == result.status == "SUCCESS"
-    again = AsyncResult(result.id)
+    again = AsyncResult(result.id, app=tasks.app)
     assert again.get(timeout=1) == 8 and again.result == 8
     assert tasks.add.name == "tests.contrib.celery.first_steps.tasks.add"
 

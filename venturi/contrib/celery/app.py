@@ -16,6 +16,7 @@ import importlib
 import logging
 import os
 import threading
+import types
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -304,8 +305,10 @@ class Celery:
             if key.startswith("_") or not key.startswith(start) or not key[len(start) :]:
                 continue
             name = key[len(start) :]
-            if not namespace and not name.islower():
-                continue  # a module's own constants and imports, not settings
+            if not name.isidentifier() or (not namespace and not name.islower()):
+                continue  # a module's constants and the names pytest or Python add
+            if isinstance(value, types.ModuleType | type) or callable(value):
+                continue  # the settings module's imports, not settings
             self.conf[name.lower()] = value
 
     def config_from_envvar(
