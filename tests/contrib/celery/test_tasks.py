@@ -39,7 +39,7 @@ def test_shared_tasks_of_the_django_example_run_through_the_project_app(
     assert demo.mul.delay(3, 4).get(timeout=60) == 12
     assert demo.xsum.delay([1, 2, 3]).get(timeout=60) == 6
     assert demo.add.name == "tests.contrib.celery.demoapp.tasks.add"
-    assert demo.add.app is app
+    assert app.tasks[demo.add.name] is demo.add
 
 
 def test_bound_task_retries_with_its_request(celery_worker: StartWorker) -> None:

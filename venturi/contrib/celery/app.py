@@ -432,8 +432,8 @@ class Celery:
             self.on_after_configure.send(self)
             self._schedule_beat()
         except BaseException:
-            self._started = False
-            self._lazy = None
+            # Nothing of a refused start is kept: the next use starts again from scratch.
+            self._started, self._lazy, self._registry = False, None, Registry()
             raise
 
     def _build(self) -> Queue:
