@@ -39,7 +39,16 @@ def celery_worker(celery_env: str, database_dsn: str, tmp_path: Path) -> Iterato
     def start(spec: str, *args: str) -> subprocess.Popen[bytes]:
         log = tmp_path / f"worker-{len(started)}.log"
         env = {**os.environ, "VENTURI_DSN": database_dsn, "VENTURI_PREFIX": celery_env}
-        command = [sys.executable, "-m", "venturi", "worker", "--app", spec, "--poll-interval", "1s"]
+        command = [
+            sys.executable,
+            "-m",
+            "venturi",
+            "worker",
+            "--app",
+            spec,
+            "--poll-interval",
+            "1s",
+        ]
         with log.open("wb") as out:
             process = subprocess.Popen(
                 [*command, *args], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT

@@ -26,7 +26,9 @@ def log(worker: object) -> str:
 def test_positional_and_keyword_arguments_round_trip(celery_worker: StartWorker) -> None:
     worker = celery_worker(APP, "-c", "4")
     result = tasks.echo.apply_async(args=[1, "two", [3]], kwargs={"four": {"five": 5}})
-    assert result.get(timeout=60) == {"args": [1, "two", [3]], "kwargs": {"four": {"five": 5}}}, log(worker)
+    assert result.get(timeout=60) == {"args": [1, "two", [3]], "kwargs": {"four": {"five": 5}}}, (
+        log(worker)
+    )
     assert tasks.echo.delay(None, x=1.5).get(timeout=60) == {"args": [None], "kwargs": {"x": 1.5}}
     assert app.send_task("proj.echo", args=[7]).get(timeout=60) == {"args": [7], "kwargs": {}}
 
@@ -96,7 +98,9 @@ def test_countdown_and_eta_hold_the_run_back(celery_worker: StartWorker) -> None
     naive = datetime.now(UTC).replace(tzinfo=None) + timedelta(hours=2)
     as_utc = tasks.echo.apply_async(eta=naive)
     stored = app.venturi_queue().get(as_utc.id)
-    assert stored is not None and abs(stored.visible_at - naive.replace(tzinfo=UTC)) < timedelta(seconds=1)
+    assert stored is not None and abs(stored.visible_at - naive.replace(tzinfo=UTC)) < timedelta(
+        seconds=1
+    )
 
 
 def test_retry_countdown_delays_the_next_run(celery_worker: StartWorker) -> None:
@@ -122,7 +126,9 @@ def test_revoke_cancels_a_pending_task(celery_worker: StartWorker) -> None:
 
 def test_expired_task_fails_as_revoked(celery_worker: StartWorker) -> None:
     celery_worker(APP)
-    result = tasks.echo.apply_async(args=["stale"], expires=datetime.now(UTC) - timedelta(seconds=1))
+    result = tasks.echo.apply_async(
+        args=["stale"], expires=datetime.now(UTC) - timedelta(seconds=1)
+    )
     with pytest.raises(TaskRevokedError, match="expired"):
         result.get(timeout=60)
 

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, overload
 
 import psycopg
 from ulid import ULID
@@ -38,6 +38,8 @@ from .results import AsyncResult, GroupResult
 from .tasks import Task, aware, shared
 
 logger = logging.getLogger("venturi.celery")
+
+_Result = AsyncResult  # the class, where the method of that name hides it
 
 DEFAULT_QUEUE: Final = "celery"
 _POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
@@ -144,7 +146,7 @@ class Settings(dict[str, Any]):
 
 def check_settings(conf: Mapping[str, Any]) -> None:
     """Refuse every setting that would behave differently here, naming it."""
-    for key, value in conf.items():
+    for key in conf:
         if key in SUPPORTED_SETTINGS or key in ACCEPTED_SETTINGS:
             continue
         if key in WORKER_FLAGS:
@@ -348,10 +350,17 @@ class Celery:
         if name != default:
             raise NotSupported(
                 f"routing {where} to queue {name!r}",
-                f"every task is in one venturi queue ({default!r}); choose what a worker runs with -Q/--kinds",
+                f"every task is in one venturi queue ({default!r}); choose what a worker "
+                "runs with -Q/--kinds",
             )
 
     # -- tasks ---------------------------------------------------------------------
+
+    @overload
+    def task(self, func: Callable[..., Any], /) -> Task: ...
+
+    @overload
+    def task(self, **options: Any) -> Callable[[Callable[..., Any]], Task]: ...
 
     def task(self, *args: Any, **options: Any) -> Any:
         """``@app.task`` or ``@app.task(name=..., bind=True, max_retries=..., ...)``."""
@@ -579,10 +588,10 @@ class Celery:
             )
         return payload, venturi
 
-    def enqueue(
-        self, kind: str, payload: Mapping[str, Any], conn: Any, options: Mapping[str, Any]
-    ) -> ULID:
-        """Enqueue one run (on ``conn``'s transaction; in a Django app on Django's)."""
+    def enqueue(self, kind: str, payload: Mapping[str, Any] | None = None, **options: Any) -> ULID:
+        """Enqueue one run of task ``kind`` with venturi's options (on ``conn``'s
+        transaction if given; in an app configured from Django settings on Django's)."""
+        conn = options.pop("conn", None)
         queue = self.venturi_queue()
         if conn is None and self._django:
             from venturi.contrib.django.queue import enqueue
@@ -629,10 +638,10 @@ class Celery:
         """Enqueue the task called ``name`` (registered on this app)."""
         return self.signature(name).apply_async(args, kwargs, **options)
 
-    def AsyncResult(self, task_id: str, **_: Any) -> AsyncResult:  # noqa: N802  # Celery's name
+    def AsyncResult(self, task_id: str, **_: Any) -> AsyncResult:  # Celery's name
         return AsyncResult(task_id, self)
 
-    def GroupResult(self, group_id: str, results: Iterable[AsyncResult]) -> GroupResult:  # noqa: N802
+    def GroupResult(self, group_id: str, results: Iterable[_Result]) -> GroupResult:
         return GroupResult(group_id, results)
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from .exceptions import NotSupported
 _ENTRY_KEYS: Final = frozenset({"task", "schedule", "args", "kwargs", "options", "relative"})
 
 
-class crontab:  # noqa: N801  # Celery's name
+class crontab:  # Celery's name
     """A cron schedule, written as Celery writes it: ``crontab(minute=0, hour=3)``,
     ``crontab(minute="*/15")``, ``crontab(hour=7, minute=30, day_of_week="mon-fri")``."""
 
@@ -95,7 +95,8 @@ def schedule_options(
         options["every"] = float(timing)
     else:
         raise NotSupported(
-            f"beat_schedule[{name!r}] schedule of type {type(timing).__name__} (solar, custom schedules)",
+            f"beat_schedule[{name!r}] schedule of type {type(timing).__name__} "
+            "(solar, custom schedules)",
             "use crontab(), a timedelta or a number of seconds",
         )
     return str(entry["task"]), options

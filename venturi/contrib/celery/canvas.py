@@ -9,7 +9,7 @@ parent failed or was revoked is cancelled (REVOKED), and so are its own follower
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
@@ -190,7 +190,7 @@ def _with_arguments(node: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return node
 
 
-class chain:  # noqa: N801  # Celery's name
+class chain:  # Celery's name
     """Run tasks one after another, each given the previous one's result first:
     ``chain(add.s(2, 2), mul.s(8))`` or ``add.s(2, 2) | mul.s(8)``."""
 
@@ -202,7 +202,7 @@ class chain:  # noqa: N801  # Celery's name
             flat.extend(node.tasks if isinstance(node, chain) else [node])
         if not flat:
             raise ValueError("a chain needs at least one task")
-        self.tasks = tuple(flat)
+        self.tasks: tuple[Any, ...] = tuple(flat)
 
     def __or__(self, other: Any) -> chain:
         return chain(self, other)
@@ -235,7 +235,7 @@ class chain:  # noqa: N801  # Celery's name
         return after, feed or "one", result
 
 
-class group:  # noqa: N801  # Celery's name
+class group:  # Celery's name
     """Run tasks in parallel: ``group(add.s(i, i) for i in range(10))()``; the result is
     a `GroupResult` whose ``get()`` lists the results in order."""
 
@@ -248,7 +248,7 @@ class group:  # noqa: N801  # Celery's name
                 raise NotSupported(
                     "a group directly inside a group", "list its tasks in the outer group"
                 )
-        self.tasks = tuple(members)
+        self.tasks: tuple[Any, ...] = tuple(members)
 
     def __or__(self, other: Any) -> chord | chain:
         other = signature_of(other)
@@ -284,7 +284,7 @@ class group:  # noqa: N801  # Celery's name
         return tails, "list", GroupResult(wf.id, results)
 
 
-class chord:  # noqa: N801  # Celery's name
+class chord:  # Celery's name
     """A group and a callback that receives the list of its results:
     ``chord(add.s(i, i) for i in range(10))(xsum.s())``."""
 

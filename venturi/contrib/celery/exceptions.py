@@ -16,7 +16,7 @@ class NotSupported(ConfigurationError):
         self.feature = feature
 
 
-class Retry(Exception):  # noqa: N818  # Celery's name
+class Retry(Exception):  # Celery's name
     """Raised by ``self.retry()``: the run ends and the task runs again after ``when``
     seconds (None: the task's ``default_retry_delay``)."""
 
@@ -36,5 +36,5 @@ class TaskRevokedError(VenturiError):
     """``AsyncResult.get()`` of a task that was revoked (venturi: cancelled)."""
 
 
-class TimeoutError(VenturiError, builtins.TimeoutError):  # noqa: A001  # Celery's name
+class TimeoutError(VenturiError, builtins.TimeoutError):  # Celery's name
     """``AsyncResult.get(timeout=...)`` passed before the task finished."""

@@ -13,7 +13,7 @@ import random
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, overload
 
 import attrs
 from ulid import ULID
@@ -162,7 +162,8 @@ class Task:
         unknown_retry = set(self.retry_kwargs) - {"max_retries", "countdown"}
         if unknown_retry:
             raise ConfigurationError(
-                f"retry_kwargs of {self.name}: only max_retries and countdown, got {sorted(unknown_retry)}"
+                f"retry_kwargs of {self.name}: only max_retries and countdown, "
+                f"got {sorted(unknown_retry)}"
             )
         backoff = opts.pop("retry_backoff", False)
         self.retry_backoff = float(backoff) if backoff is not True else 1.0
@@ -234,6 +235,7 @@ class Task:
 
         def run(
             ctx: JobContext,
+            *,
             args: Sequence[Any] = (),
             kwargs: Mapping[str, Any] | None = None,
             feed: str | None = None,
@@ -242,7 +244,7 @@ class Task:
             scheduled_at: str | None = None,
         ) -> Any:
             return task.run_from_payload(
-                ctx, list(args), dict(kwargs or {}), feed, parents, expires
+                ctx, list(args), dict(kwargs or {}), feed=feed, parents=parents, expires=expires
             )
 
         run.__name__ = self.__name__
@@ -267,6 +269,7 @@ class Task:
         ctx: JobContext,
         args: list[Any],
         kwargs: dict[str, Any],
+        *,
         feed: str | None,
         parents: Sequence[str],
         expires: str | None,
@@ -319,7 +322,7 @@ class Task:
         countdown = min(self.retry_backoff_max, self.retry_backoff * 2.0**retries)
         return random.uniform(0, countdown) if self.retry_jitter else countdown
 
-    def retry(
+    def retry(  # noqa: PLR0917  # Celery's signature, positional parameters included
         self,
         args: Sequence[Any] | None = None,
         kwargs: Mapping[str, Any] | None = None,
@@ -356,7 +359,8 @@ class Task:
             if exc is not None:
                 raise exc
             raise MaxRetriesExceededError(
-                f"can't retry {self.name}[{request.id}] args:{request.args} kwargs:{dict(request.kwargs)}"
+                f"can't retry {self.name}[{request.id}] args:{request.args} "
+                f"kwargs:{dict(request.kwargs)}"
             )
         if eta is not None:
             when = max(0.0, (aware(eta, "eta") - datetime.now(UTC)).total_seconds())
@@ -398,7 +402,7 @@ class Task:
             ).apply_async()
         conn = options.pop("conn", None)
         payload, venturi_options = self.app.prepare(self, args, kwargs, options)
-        job_id = self.app.enqueue(self.name, payload, conn, venturi_options)
+        job_id = self.app.enqueue(self.name, payload, conn=conn, **venturi_options)
         return AsyncResult(job_id, self.app)
 
     def signature(
@@ -424,7 +428,7 @@ class Task:
         """An immutable signature: a previous step's result is not passed to it."""
         return self.signature(args, kwargs, immutable=True)
 
-    def AsyncResult(self, task_id: str) -> AsyncResult:  # noqa: N802  # Celery's name
+    def AsyncResult(self, task_id: str) -> AsyncResult:  # Celery's name
         return AsyncResult(task_id, self.app)
 
     def apply(self, *args: Any, **kwargs: Any) -> Any:
@@ -460,6 +464,14 @@ class _SharedTasks:
 
 
 shared = _SharedTasks()
+
+
+@overload
+def shared_task(func: Callable[..., Any], /) -> Task: ...
+
+
+@overload
+def shared_task(**options: Any) -> Callable[[Callable[..., Any]], Task]: ...
 
 
 def shared_task(*args: Any, **options: Any) -> Any:
