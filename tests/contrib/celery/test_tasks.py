@@ -167,3 +167,10 @@ def test_enqueue_joins_the_callers_transaction(celery_env: str, database_dsn: st
         dropped = tasks.echo.apply_async(args=["dropped"], conn=conn)
         conn.rollback()
     assert queue.get(dropped.id) is None
+
+
+def test_dash_q_chooses_the_tasks_a_worker_runs(celery_worker: StartWorker) -> None:
+    celery_worker(APP, "-Q", "proj.echo", "-c", "1")
+    skipped = tasks.explode.delay("not for this worker")
+    assert tasks.echo.delay("mine").get(timeout=60) == {"args": ["mine"], "kwargs": {}}
+    assert skipped.state == "PENDING"
