@@ -260,6 +260,7 @@ class Celery:
         self.on_after_configure = _Signal()
         self.on_after_finalize = self.on_after_configure
         self._django = False
+        self._pending: list[tuple[Any, str | None, bool]] = []
         self._autodiscover: list[Callable[[], Iterable[str]]] = []
         self._registry = Registry()
         self._lazy: LazyQueue | None = None
@@ -278,12 +279,26 @@ class Celery:
     def config_from_object(
         self, obj: Any, namespace: str | None = None, force: bool = False, silent: bool = False
     ) -> None:
-        """Read settings from a module, ``"module"`` / ``"module:attribute"`` text, a class
-        or a mapping; with ``namespace="CELERY"`` only its ``CELERY_*`` names (lower-cased
-        without the prefix, as Celery reads Django settings). ``"django.conf:settings"``
-        also makes the app use the Django project's venturi queue."""
+        """Take settings from a module, ``"module"`` / ``"module:attribute"`` text, a class
+        or a mapping, read (as Celery reads them) when the app is first used; with
+        ``namespace="CELERY"`` only its ``CELERY_*`` names, lower-cased without the prefix.
+        Settings given to the app itself win. ``"django.conf:settings"`` also makes the
+        app use the Django project's venturi queue (`venturi.contrib.django`)."""
+        if self._started:
+            raise ConfigurationError("config_from_object after the app's queue was built")
+        if isinstance(obj, str) and obj in ("django.conf:settings", "django.conf.settings"):
+            self._django = True
+        self._pending.append((obj, namespace, silent))
+
+    def _load_pending(self) -> None:
+        """Read the sources given to `config_from_object` into ``conf``."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for obj, namespace, silent in pending:
+            self._read_source(obj, namespace, silent)
+
+    def _read_source(self, obj: Any, namespace: str | None, silent: bool) -> None:
         if isinstance(obj, str):
-            self._django = obj in ("django.conf:settings", "django.conf.settings")
             module_name, _, attribute = obj.partition(":")
             try:
                 source: Any = importlib.import_module(module_name)
@@ -295,8 +310,6 @@ class Celery:
                 source = getattr(source, attribute)
         else:
             source = obj
-        if self._lazy is not None:
-            raise ConfigurationError("config_from_object after the app's queue was built")
         items = (
             source.items()
             if isinstance(source, Mapping)
@@ -311,7 +324,7 @@ class Celery:
                 continue  # a module's constants and the names pytest or Python add
             if isinstance(value, types.ModuleType | type) or callable(value):
                 continue  # the settings module's imports, not settings
-            self.conf[name.lower()] = value
+            self.conf.setdefault(name.lower(), value)
 
     def config_from_envvar(
         self, variable_name: str, silent: bool = False, force: bool = False
@@ -366,6 +379,7 @@ class Celery:
         """``@app.task`` or ``@app.task(name=..., bind=True, max_retries=..., ...)``."""
 
         def make(func: Callable[..., Any]) -> Task:
+            self._load_pending()
             defaults = {
                 "default_retry_delay": self.conf.get("task_default_retry_delay"),
                 "rate_limit": self.conf.get("task_default_rate_limit"),
@@ -421,7 +435,21 @@ class Celery:
         return self._lazy.get()
 
     def _start(self) -> None:
+        if self._django:
+            import django
+            from django.apps import apps
+
+            if not apps.ready:  # a worker process: set Django up, as Celery's fixup does
+                django.setup()
+        self._load_pending()
         check_settings(self.conf)
+        if self._django:
+            given = sorted(k for k in self.conf if k.startswith("venturi_"))
+            if given:
+                raise ConfigurationError(
+                    f"{', '.join(given)}: an app configured from Django settings uses the "
+                    "project's venturi queue; set VENTURI['PREFIX'] and DATABASES instead"
+                )
         self._started = True
         try:
             if not self._django:
@@ -440,6 +468,10 @@ class Celery:
                         raise
             self.on_after_configure.send(self)
             self._schedule_beat()
+            if self._django:
+                from venturi.contrib.django import get_queue
+
+                get_queue().migrate()
         except BaseException:
             # Nothing of a refused start is kept: the next use starts again from scratch.
             self._started, self._lazy, self._registry = False, None, Registry()
@@ -648,6 +680,8 @@ class Celery:
         """Close the queue this app built (a Django app's queue is Django's to close); the
         next use builds it again, from the settings and environment of then."""
         with self._lock:
+            if self._django:  # its tasks and schedules stay in the project's registry
+                return
             lazy, self._lazy, self._started = self._lazy, None, False
             self._registry = Registry()
         if lazy is not None:
