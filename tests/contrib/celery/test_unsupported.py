@@ -87,7 +87,7 @@ def test_call_options(app: Celery) -> None:
     refused(lambda: task.apply_async((1,), queue="emails"), "to queue 'emails'")
     refused(lambda: task.apply_async((1,), serializer="pickle"), "the 'pickle' serializer")
     refused(lambda: task.s(1).link_error(task.s()), "link_error (error callbacks)")
-    refused(lambda: task.apply(), "Task.apply()")
+    refused(task.apply, "Task.apply()")
     refused(lambda: task.map([1]), "Task.map()")
     refused(lambda: task.starmap([(1,)]), "Task.starmap()")
     refused(lambda: task.chunks([1], 1), "Task.chunks()")
@@ -99,7 +99,7 @@ def test_call_options(app: Celery) -> None:
 def test_results_app_and_beat(app: Celery) -> None:
     refused(lambda: AsyncResult("x", app=app).forget(), "AsyncResult.forget()")
     refused(lambda: AsyncResult("x", app=app).get(callback=print), "AsyncResult.get(callback=...)")
-    refused(lambda: GroupResult(None, []).save(), "GroupResult.save()")
+    refused(GroupResult(None, []).save, "GroupResult.save()")
     refused(lambda: app.control.inspect(), "app.control.inspect")
     refused(lambda: Celery("x", loader="custom"), "Celery(loader=...)")
     refused(lambda: crontab(minute=0, nowfun=print), "crontab(nowfun=)")

@@ -350,7 +350,13 @@ class Celery:
             if packages is None:
                 from django.apps import apps
 
-                chosen: Iterable[str] = [config.name for config in apps.get_app_configs()]
+                # venturi's own app holds no Celery tasks (its tasks module is the backend
+                # of Django's Tasks framework).
+                chosen: Iterable[str] = [
+                    config.name
+                    for config in apps.get_app_configs()
+                    if not config.name.startswith("venturi.")
+                ]
             else:
                 chosen = packages() if callable(packages) else packages
             return [f"{package}.{related_name}" for package in chosen]
