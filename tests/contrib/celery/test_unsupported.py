@@ -100,7 +100,7 @@ def test_results_app_and_beat(app: Celery) -> None:
     refused(lambda: AsyncResult("x", app=app).forget(), "AsyncResult.forget()")
     refused(lambda: AsyncResult("x", app=app).get(callback=print), "AsyncResult.get(callback=...)")
     refused(GroupResult(None, []).save, "GroupResult.save()")
-    refused(lambda: app.control.inspect(), "app.control.inspect")
+    refused(lambda: app.control.inspect, "app.control.inspect")
     refused(lambda: Celery("x", loader="custom"), "Celery(loader=...)")
     refused(lambda: crontab(minute=0, nowfun=print), "crontab(nowfun=)")
 
