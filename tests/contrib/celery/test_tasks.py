@@ -86,6 +86,12 @@ def test_failure_raises_the_error_type_by_name_and_propagate_false_returns_it(
     assert [row.outcome for row in journal] == ["dead"]  # no retry: Celery does not retry
 
 
+def test_a_return_value_json_cannot_hold_fails_the_task(celery_worker: StartWorker) -> None:
+    celery_worker(APP)
+    with pytest.raises(TypeError, match="not JSON-serialisable"):
+        tasks.not_json.delay().get(timeout=60)
+
+
 def test_countdown_and_eta_hold_the_run_back(celery_worker: StartWorker) -> None:
     celery_worker(APP)
     later = tasks.echo.apply_async(args=["later"], countdown=3600)

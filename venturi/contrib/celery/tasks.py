@@ -9,6 +9,7 @@ add ``feed`` and ``parents``: the parent results to put before the arguments.
 from __future__ import annotations
 
 import contextvars
+import json
 import random
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -294,7 +295,7 @@ class Task:
         )
         token = _request.set(request)
         try:
-            return self(*args, **kwargs)
+            return _json_result(self(*args, **kwargs))
         except Retry as exc:
             raise VenturiRetry(after=exc.when, note=str(exc)) from exc
         except (VenturiRetry, Pause, Fail):
@@ -447,6 +448,16 @@ class Task:
 
     def __repr__(self) -> str:
         return f"<@task: {self.name}>"
+
+
+def _json_result(value: Any) -> Any:
+    """``value`` if JSON can hold it; else the run fails (venturi would drop the value
+    with a note, where Celery's JSON result backend refuses it)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"the task's return value is not JSON-serialisable: {exc}") from None
+    return value
 
 
 def _failure_note(exc: BaseException) -> str:

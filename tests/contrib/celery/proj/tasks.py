@@ -53,6 +53,11 @@ def echo(*args: Any, **kwargs: Any) -> dict[str, Any]:
     return {"args": list(args), "kwargs": kwargs}
 
 
+@app.task(name="proj.not_json")
+def not_json() -> object:
+    return object()
+
+
 @app.task(soft_time_limit=30, time_limit=60)
 def sleepy(seconds: float) -> str:
     threading.Event().wait(seconds)
