@@ -127,7 +127,7 @@ def test_revoke_cancels_a_pending_task(celery_worker: StartWorker) -> None:
         result.get(timeout=5)
     other = tasks.echo.apply_async(countdown=3600)
     app.control.revoke(other.id)
-    assert AsyncResult(other.id).state == "REVOKED"
+    assert app.AsyncResult(other.id).state == "REVOKED"
 
 
 def test_expired_task_fails_as_revoked(celery_worker: StartWorker) -> None:
