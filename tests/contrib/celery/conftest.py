@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from venturi.contrib.celery.app import all_apps
+from venturi.contrib.celery.current import all_apps
 
 REPO = Path(__file__).resolve().parents[3]
 

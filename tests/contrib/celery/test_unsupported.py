@@ -106,14 +106,14 @@ def test_results_app_and_beat(app: Celery) -> None:
 
 
 def test_retry_beyond_the_tasks_budget_and_with_new_arguments(app: Celery) -> None:
-    from venturi.contrib.celery.tasks import Request, _request
+    from venturi.contrib.celery.running import Request, current_request
 
     @app.task(bind=True, max_retries=2, name="unsupported.bound")
     def bound(self: Any) -> None: ...
 
-    token = _request.set(Request(id="x", task="unsupported.bound", called_directly=False))
+    token = current_request.set(Request(id="x", task="unsupported.bound", called_directly=False))
     try:
         refused(lambda: bound.retry(max_retries=5), "self.retry(max_retries=5)")
         refused(lambda: bound.retry(args=(1,)), "self.retry(args=, kwargs=)")
     finally:
-        _request.reset(token)
+        current_request.reset(token)

@@ -7,9 +7,10 @@ See the guide "Coming from Celery" for what is supported, what differs and what 
 """
 
 from . import states
-from .app import Celery, current_app
+from .app import Celery
 from .beat import crontab
 from .canvas import Signature, chain, chord, group
+from .current import current_app
 from .exceptions import (
     MaxRetriesExceededError,
     NotSupported,
@@ -18,7 +19,8 @@ from .exceptions import (
     TimeoutError,
 )
 from .results import AsyncResult, GroupResult
-from .tasks import Request, Task, shared_task
+from .running import Request
+from .tasks import Task, shared_task
 
 signature = Signature
 

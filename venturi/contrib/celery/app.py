@@ -16,204 +16,30 @@ import importlib
 import logging
 import os
 import threading
-import types
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
-from typing import Any, Final, overload
+from typing import Any, overload
 
 import psycopg
 from ulid import ULID
 
-from venturi.client import DEFAULT_PREFIX, Queue
+from venturi.client import Queue
 from venturi.contrib.lazy import LazyQueue, Registry
 from venturi.errors import ConfigurationError
 from venturi.workflows import Workflow
 
 from . import beat
 from .canvas import Signature
+from .config import Settings, check_settings, queue_options, settings_from
+from .control import Control, Signal
+from .current import remember
 from .exceptions import NotSupported
 from .results import AsyncResult, GroupResult
-from .tasks import Task, aware, shared
+from .tasks import Task, shared
 
 logger = logging.getLogger("venturi.celery")
 
 _Result = AsyncResult  # the class, where the method of that name hides it
-
-DEFAULT_QUEUE: Final = "celery"
-_POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
-# Settings read here; every other key is refused by name (see `check_settings`).
-SUPPORTED_SETTINGS: Final = frozenset(
-    {
-        "venturi_dsn",
-        "venturi_prefix",
-        "venturi_pool_size",
-        "broker_url",
-        "result_backend",
-        "include",
-        "imports",
-        "timezone",
-        "enable_utc",
-        "beat_schedule",
-        "task_default_queue",
-        "task_serializer",
-        "result_serializer",
-        "accept_content",
-        "result_accept_content",
-        "task_default_rate_limit",
-        "task_time_limit",
-        "task_soft_time_limit",
-        "task_default_retry_delay",
-        "result_expires",
-        "task_routes",
-        "task_always_eager",
-        "task_annotations",
-        "beat_scheduler",
-    }
-)
-# Settings that change nothing on venturi: what it always does, or a broker's tuning.
-ACCEPTED_SETTINGS: Final = frozenset(
-    {
-        "task_acks_late",
-        "task_acks_on_failure_or_timeout",
-        "task_reject_on_worker_lost",
-        "task_ignore_result",
-        "task_store_errors_even_if_ignored",
-        "task_track_started",
-        "result_extended",
-        "result_persistent",
-        "task_send_sent_event",
-        "worker_send_task_events",
-        "broker_connection_retry",
-        "broker_connection_retry_on_startup",
-        "broker_connection_max_retries",
-        "broker_connection_timeout",
-        "broker_transport_options",
-        "broker_pool_limit",
-        "broker_heartbeat",
-        "worker_hijack_root_logger",
-        "worker_redirect_stdouts",
-        "worker_redirect_stdouts_level",
-        "worker_log_format",
-        "worker_task_log_format",
-        "task_create_missing_queues",
-        "beat_max_loop_interval",
-        "task_eager_propagates",
-    }
-)
-# Worker settings that venturi's worker takes on its command line instead.
-WORKER_FLAGS: Final = {
-    "worker_concurrency": "--concurrency (-c)",
-    "worker_prefetch_multiplier": "nothing: a worker claims up to its free slots",
-    "worker_max_tasks_per_child": "--max-jobs-per-child",
-    "worker_max_memory_per_child": "--max-memory-per-child",
-    "worker_pool": "--processes N (each with --concurrency threads)",
-}
-
-_apps: list[weakref.ref[Celery]] = []
-_current: list[weakref.ref[Celery]] = []
-_apps_lock = threading.Lock()
-
-
-def all_apps() -> list[Celery]:
-    """Every live app of this process."""
-    with _apps_lock:
-        return [app for ref in _apps if (app := ref()) is not None]
-
-
-def current_app() -> Celery:
-    """The app made last (or set as current): shared tasks and ``AsyncResult(id)`` use it."""
-    with _apps_lock:
-        app = _current[-1]() if _current else None
-    if app is None:
-        raise ConfigurationError("no Celery app exists: create one with Celery('proj')")
-    return app
-
-
-class Settings(dict[str, Any]):
-    """``app.conf``: a dict whose keys are also attributes (``app.conf.timezone = ...``)."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self[name] = value
-
-
-def check_settings(conf: Mapping[str, Any]) -> None:
-    """Refuse every setting that would behave differently here, naming it."""
-    for key in conf:
-        if key in SUPPORTED_SETTINGS or key in ACCEPTED_SETTINGS:
-            continue
-        if key in WORKER_FLAGS:
-            raise NotSupported(f"the setting {key}", f"venturi worker takes {WORKER_FLAGS[key]}")
-        raise NotSupported(
-            f"the setting {key}", "see the settings table of the guide 'Coming from Celery'"
-        )
-    for key in ("task_serializer", "result_serializer"):
-        if conf.get(key, "json") != "json":
-            raise NotSupported(
-                f"the {conf[key]!r} serializer ({key})", "arguments and results are JSON"
-            )
-    for key in ("accept_content", "result_accept_content"):
-        extra = set(conf.get(key) or ()) - {"json", "application/json"}
-        if extra:
-            raise NotSupported(
-                f"accepting {', '.join(sorted(extra))} ({key})", "arguments and results are JSON"
-            )
-    if conf.get("task_routes"):
-        raise NotSupported(
-            "custom routers (task_routes)", "run workers for chosen task names with -Q/--kinds"
-        )
-    if conf.get("task_annotations"):
-        raise NotSupported("task_annotations", "give the options in each @app.task")
-    if conf.get("task_always_eager"):
-        raise NotSupported("task_always_eager", "use venturi.testing.inline(app.venturi_queue())")
-    if conf.get("beat_scheduler") not in (None, "celery.beat:PersistentScheduler"):
-        raise NotSupported(
-            f"beat_scheduler={conf['beat_scheduler']!r}", "schedules live in the queue's tables"
-        )
-    if conf.get("enable_utc", True) is False and not conf.get("timezone"):
-        raise NotSupported("enable_utc=False without a timezone", "set timezone")
-
-
-class _Signal:
-    """``app.on_after_configure.connect``: called with ``sender=app`` before the app's
-    schedules are read (where Celery apps call ``add_periodic_task``)."""
-
-    def __init__(self) -> None:
-        self.receivers: list[Callable[..., Any]] = []
-
-    def connect(self, receiver: Callable[..., Any] | None = None, **_: Any) -> Any:
-        if receiver is None:
-            return self.connect
-        self.receivers.append(receiver)
-        return receiver
-
-    def send(self, sender: Celery) -> None:
-        for receiver in self.receivers:
-            receiver(sender=sender)
-
-
-class _Control:
-    """``app.control``: ``revoke`` only (venturi's cancel)."""
-
-    def __init__(self, app: Celery) -> None:
-        self._app = app
-
-    def revoke(self, task_id: str | Sequence[str], terminate: bool = False, **_: Any) -> None:
-        ids = [task_id] if isinstance(task_id, str) else list(task_id)
-        for one in ids:
-            self._app.venturi_queue().cancel(one)
-
-    def __getattr__(self, name: str) -> Any:
-        raise NotSupported(
-            f"app.control.{name}", "use venturi stats, venturi workers or the dashboard"
-        )
 
 
 class Celery:
@@ -256,8 +82,8 @@ class Celery:
             self.conf["include"] = list(include)
         self.conf.update(options)
         self.tasks: dict[str, Task] = {}
-        self.control = _Control(self)
-        self.on_after_configure = _Signal()
+        self.control = Control(self)
+        self.on_after_configure = Signal()
         self.on_after_finalize = self.on_after_configure
         self._django = False
         self._pending: list[tuple[Any, str | None, bool]] = []
@@ -267,10 +93,7 @@ class Celery:
         self._started = False
         self._lock = threading.RLock()
         self._periodic: dict[str, dict[str, Any]] = {}
-        with _apps_lock:
-            _apps.append(weakref.ref(self))
-            if set_as_current:
-                _current.append(weakref.ref(self))
+        remember(self, as_current=set_as_current)
         for task in shared.tasks:
             self.register(task)
 
@@ -295,36 +118,13 @@ class Celery:
         with self._lock:
             pending, self._pending = self._pending, []
         for obj, namespace, silent in pending:
-            self._read_source(obj, namespace, silent)
+            for key, value in settings_from(obj, namespace, silent).items():
+                self.conf.setdefault(key, value)
 
-    def _read_source(self, obj: Any, namespace: str | None, silent: bool) -> None:
-        if isinstance(obj, str):
-            module_name, _, attribute = obj.partition(":")
-            try:
-                source: Any = importlib.import_module(module_name)
-            except ImportError:
-                if silent:
-                    return
-                raise
-            if attribute:
-                source = getattr(source, attribute)
-        else:
-            source = obj
-        items = (
-            source.items()
-            if isinstance(source, Mapping)
-            else ((k, getattr(source, k)) for k in dir(source))
-        )
-        start = f"{namespace}_" if namespace else ""
-        for key, value in list(items):
-            if key.startswith("_") or not key.startswith(start) or not key[len(start) :]:
-                continue
-            name = key[len(start) :]
-            if not name.isidentifier() or (not namespace and not name.islower()):
-                continue  # a module's constants and the names pytest or Python add
-            if isinstance(value, types.ModuleType | type) or callable(value):
-                continue  # the settings module's imports, not settings
-            self.conf.setdefault(name.lower(), value)
+    def configured(self) -> Settings:
+        """``conf`` with the sources given to `config_from_object` read into it."""
+        self._load_pending()
+        return self.conf
 
     def config_from_envvar(
         self, variable_name: str, silent: bool = False, force: bool = False
@@ -362,16 +162,6 @@ class Celery:
             return [f"{package}.{related_name}" for package in chosen]
 
         self._autodiscover.append(names)
-
-    def check_queue(self, name: str, where: str) -> None:
-        """Refuse routing to a queue other than the default one."""
-        default = self.conf.get("task_default_queue", DEFAULT_QUEUE)
-        if name != default:
-            raise NotSupported(
-                f"routing {where} to queue {name!r}",
-                f"every task is in one venturi queue ({default!r}); choose what a worker "
-                "runs with -Q/--kinds",
-            )
 
     # -- tasks ---------------------------------------------------------------------
 
@@ -484,26 +274,7 @@ class Celery:
             raise
 
     def _build(self) -> Queue:
-        dsn = self.conf.get("venturi_dsn")
-        broker = self.conf.get("broker_url")
-        if dsn is None and isinstance(broker, str) and broker.startswith(_POSTGRES_SCHEMES):
-            dsn = broker
-        elif broker is not None and dsn is None:
-            logger.info(
-                "broker_url %s is not PostgreSQL: jobs go to VENTURI_DSN", broker.split(":", 1)[0]
-            )
-        prefix = (
-            self.conf.get("venturi_prefix") or os.environ.get("VENTURI_PREFIX") or DEFAULT_PREFIX
-        )
-        options: dict[str, Any] = {
-            "prefix": prefix,
-            "pool_size": self.conf.get("venturi_pool_size"),
-        }
-        expires = self.conf.get("result_expires")
-        if expires is not None:
-            seconds = expires.total_seconds() if isinstance(expires, timedelta) else expires
-            options["retention"] = {"completed": seconds}
-        queue = Queue(dsn, **options)
+        queue = Queue(**queue_options(self.conf))
         queue.migrate()
         return queue
 
@@ -547,84 +318,6 @@ class Celery:
         }
 
     # -- calling -------------------------------------------------------------------
-
-    def prepare(
-        self,
-        task: Task,
-        args: Sequence[Any] | None,
-        kwargs: Mapping[str, Any] | None,
-        options: dict[str, Any],
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """A run's payload and venturi enqueue options from Celery's call options."""
-        if isinstance(args, str | bytes) or (args is not None and not isinstance(args, Sequence)):
-            raise TypeError(
-                f"args of {task.name} must be a list or tuple, got {type(args).__name__}"
-            )
-        if kwargs is not None and not isinstance(kwargs, Mapping):
-            raise TypeError(f"kwargs of {task.name} must be a dict, got {type(kwargs).__name__}")
-        payload: dict[str, Any] = {"args": list(args or ()), "kwargs": dict(kwargs or {})}
-        venturi: dict[str, Any] = {}
-        countdown, eta, expires = (
-            options.pop("countdown", None),
-            options.pop("eta", None),
-            options.pop("expires", None),
-        )
-        if countdown is not None and eta is not None:
-            raise ValueError("apply_async takes countdown= or eta=, not both")
-        if countdown is not None:
-            venturi["delay"] = max(0.0, float(countdown))
-        if eta is not None:
-            venturi["at"] = aware(eta, "eta")
-        if expires is not None:
-            moment = (
-                (datetime.now(UTC) + timedelta(seconds=float(expires)))
-                if isinstance(expires, int | float)
-                else aware(expires, "expires")
-            )
-            payload["expires"] = moment.isoformat()
-        priority = options.pop("priority", None)
-        if priority is not None:
-            venturi["priority"] = priority
-        queue = options.pop("queue", None)
-        if queue is not None:
-            self.check_queue(queue if isinstance(queue, str) else str(queue), f"task {task.name}")
-        for name in ("serializer",):
-            if options.get(name, "json") != "json":
-                raise NotSupported(
-                    f"the {options[name]!r} serializer", "arguments and results are JSON"
-                )
-            options.pop(name, None)
-        for name in (
-            "link_error",
-            "task_id",
-            "routing_key",
-            "exchange",
-            "compression",
-            "chord",
-            "group_id",
-        ):
-            if options.get(name) is not None:
-                raise NotSupported(
-                    f"apply_async({name}=)", "see the guide's table of Celery features"
-                )
-        for name in (
-            "retry",
-            "retry_policy",
-            "headers",
-            "shadow",
-            "ignore_result",
-            "add_to_parent",
-            "time_limit",
-            "soft_time_limit",
-        ):
-            options.pop(name, None)
-        if "conn" in options:
-            venturi["conn"] = options.pop("conn")
-        if options:
-            raise TypeError(
-                f"apply_async of {task.name}: unknown options {', '.join(sorted(options))}"
-            )
-        return payload, venturi
 
     def enqueue(self, kind: str, payload: Mapping[str, Any] | None = None, **options: Any) -> ULID:
         """Enqueue one run of task ``kind`` with venturi's options (on ``conn``'s

@@ -16,7 +16,9 @@ from ulid import ULID
 
 from venturi.workflows import Workflow
 
+from .current import current_app
 from .exceptions import NotSupported
+from .options import call_options
 from .results import AsyncResult, GroupResult
 
 if TYPE_CHECKING:
@@ -122,7 +124,9 @@ class Signature:
     def place(self, wf: Workflow, after: list[ULID], feed: str | None) -> Placed:
         if self._links:
             return chain(self._without_links(), *self._links).place(wf, after, feed)
-        payload, options = self.app.prepare(self.task, self.args, self.kwargs, dict(self.options))
+        payload, options = call_options(
+            self.name, self.args, self.kwargs, dict(self.options), self.app.configured()
+        )
         if after and not self.immutable:
             payload = {**payload, "feed": feed, "parents": [str(i) for i in after]}
         options.pop("conn", None)
@@ -155,8 +159,6 @@ def _app_of(node: Any) -> Celery:
             return _app_of(member)
     if isinstance(node, chord):
         return _app_of(node.header)
-    from .app import current_app
-
     return current_app()
 
 

@@ -14,6 +14,7 @@ from venturi.errors import JobCancelled, JobFailed
 from venturi.models import JobId
 
 from . import states
+from .current import current_app
 from .exceptions import NotSupported, TaskRevokedError
 from .exceptions import TimeoutError as ResultTimeout
 
@@ -69,8 +70,6 @@ class AsyncResult:
     def __init__(
         self, id: JobId, app: Celery | None = None, parent: AsyncResult | None = None
     ) -> None:
-        from .app import current_app
-
         self.id = str(id)
         self.app = app if app is not None else current_app()
         self.parent = parent

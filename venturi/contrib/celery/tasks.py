@@ -1,5 +1,5 @@
-"""Tasks: `Task` (what ``@app.task`` and ``@shared_task`` make), its ``request``, retries,
-and the handler that runs a task's arguments from a venturi payload.
+"""Tasks: `Task` (what ``@app.task`` and ``@shared_task`` make), its options, retries and
+calls, and `shared_task`.
 
 A task's job payload is ``{"args": [...], "kwargs": {...}}``, so positional and keyword
 arguments reach the function exactly as the caller passed them (as JSON). Canvas steps
@@ -8,25 +8,19 @@ add ``feed`` and ``parents``: the parent results to put before the arguments.
 
 from __future__ import annotations
 
-import contextvars
-import json
-import random
-import traceback
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, overload
-
-import attrs
-from ulid import ULID
 
 from venturi.context import JobContext
 from venturi.errors import ConfigurationError
-from venturi.limits import Rate
-from venturi.outcomes import Fail, Pause
-from venturi.outcomes import Retry as VenturiRetry
 
-from .exceptions import MaxRetriesExceededError, NotSupported, Retry, TaskRevokedError
-from .results import AsyncResult, error_line
+from .config import check_queue
+from .current import all_apps, current_app
+from .exceptions import MaxRetriesExceededError, NotSupported, Retry
+from .options import aware, call_options, rate_of, seconds
+from .results import AsyncResult
+from .running import Request, current_request, run_task
 
 if TYPE_CHECKING:
     from .app import Celery
@@ -59,59 +53,6 @@ ACCEPTED_OPTIONS: Final = frozenset(
         "resultrepr_maxsize",
     }
 )
-
-
-@attrs.frozen
-class Request:
-    """What ``self.request`` tells a bound task about its run."""
-
-    id: str | None = None
-    retries: int = 0
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = attrs.field(factory=dict)
-    task: str | None = None
-    hostname: str | None = None
-    called_directly: bool = True
-    is_eager: bool = False
-    delivery_info: Mapping[str, Any] = attrs.field(factory=dict)
-    eta: str | None = None
-    expires: str | None = None
-
-
-_request: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
-    "venturi_celery_request", default=None
-)
-
-
-def _seconds(value: Any, field: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise ConfigurationError(f"{field} must be a number of seconds >= 0, got {value!r}")
-    return float(value)
-
-
-def rate_of(value: Any, field: str = "rate_limit") -> str | None:
-    """Celery's ``rate_limit`` ("10/s", "10/m", "10/h" or a number per second) as
-    venturi's cluster-wide ``rate``."""
-    if value is None:
-        return None
-    text = f"{value}/s" if isinstance(value, int) and not isinstance(value, bool) else value
-    if isinstance(text, str) and text.strip().isdigit():
-        text = f"{text.strip()}/s"
-    try:
-        return str(Rate.parse(text))
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"{field}: {exc}") from None
-
-
-def aware(moment: datetime, field: str) -> datetime:
-    """``moment`` as an aware datetime: a naive one is UTC, as Celery reads it."""
-    if not isinstance(moment, datetime):
-        raise TypeError(f"{field} must be a datetime, got {type(moment).__name__}")
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 class Task:
@@ -154,7 +95,7 @@ class Task:
                 f"max_retries must be an int >= 0 or None, got {self.max_retries!r}"
             )
         self.default_retry_delay = (
-            _seconds(opts.pop("default_retry_delay", DEFAULT_RETRY_DELAY), "default_retry_delay")
+            seconds(opts.pop("default_retry_delay", DEFAULT_RETRY_DELAY), "default_retry_delay")
             or 0.0
         )
         autoretry = opts.pop("autoretry_for", ())
@@ -171,12 +112,12 @@ class Task:
         if backoff is False:
             self.retry_backoff = 0.0
         self.retry_backoff_max = (
-            _seconds(opts.pop("retry_backoff_max", DEFAULT_BACKOFF_MAX), "retry_backoff_max") or 0.0
+            seconds(opts.pop("retry_backoff_max", DEFAULT_BACKOFF_MAX), "retry_backoff_max") or 0.0
         )
         self.retry_jitter = bool(opts.pop("retry_jitter", True))
         self.rate_limit = rate_of(opts.pop("rate_limit", None))
-        self.time_limit = _seconds(opts.pop("time_limit", None), "time_limit")
-        self.soft_time_limit = _seconds(opts.pop("soft_time_limit", None), "soft_time_limit")
+        self.time_limit = seconds(opts.pop("time_limit", None), "time_limit")
+        self.soft_time_limit = seconds(opts.pop("soft_time_limit", None), "soft_time_limit")
         self.priority: int | None = opts.pop("priority", None)
         self.queue: str | None = opts.pop("queue", None)
         for name in (
@@ -194,7 +135,7 @@ class Task:
         if opts:
             raise TypeError(f"task {self.name}: unknown options {', '.join(sorted(opts))}")
         if self.queue is not None and app is not None:
-            app.check_queue(self.queue, f"task {self.name}")
+            check_queue(app.configured(), self.queue, f"task {self.name}")
 
     def _default_name(self, app: Celery | None) -> str:
         module = self.__module__
@@ -209,8 +150,6 @@ class Task:
         """The app this task belongs to: its own, or for a shared task the current app."""
         if self._app is not None:
             return self._app
-        from .app import current_app
-
         return current_app()
 
     def job_options(self) -> dict[str, Any]:
@@ -231,7 +170,7 @@ class Task:
         return options
 
     def handler(self) -> Callable[..., Any]:
-        """The venturi handler of this task's kind (see `run_from_payload`)."""
+        """The venturi handler of this task's kind (see `running.run_task`)."""
         task = self
 
         def run(
@@ -244,8 +183,14 @@ class Task:
             expires: str | None = None,
             scheduled_at: str | None = None,
         ) -> Any:
-            return task.run_from_payload(
-                ctx, list(args), dict(kwargs or {}), feed=feed, parents=parents, expires=expires
+            return run_task(
+                task,
+                ctx,
+                list(args),
+                dict(kwargs or {}),
+                feed=feed,
+                parents=parents,
+                expires=expires,
             )
 
         run.__name__ = self.__name__
@@ -256,7 +201,7 @@ class Task:
     @property
     def request(self) -> Request:
         """The current run's request (``called_directly`` outside a worker run)."""
-        current = _request.get()
+        current = current_request.get()
         return current if current is not None and current.task == self.name else Request()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -264,64 +209,6 @@ class Task:
         if self.bind:
             return self.run(self, *args, **kwargs)
         return self.run(*args, **kwargs)
-
-    def run_from_payload(
-        self,
-        ctx: JobContext,
-        args: list[Any],
-        kwargs: dict[str, Any],
-        *,
-        feed: str | None,
-        parents: Sequence[str],
-        expires: str | None,
-    ) -> Any:
-        """One worker run: the parents' results first (a canvas step), then the
-        function; its outcome mapped onto venturi's (see the module docstring)."""
-        if expires is not None and datetime.now(UTC) >= datetime.fromisoformat(expires):
-            raise Fail(error_line(TaskRevokedError(f"task expired at {expires}")))
-        if feed == "one":
-            args.insert(0, ctx.parents.get(ULID.from_str(parents[0])))
-        elif feed == "list":
-            args.insert(0, [ctx.parents.get(ULID.from_str(p)) for p in parents])
-        request = Request(
-            id=str(ctx.job.id),
-            retries=ctx.failures,
-            args=tuple(args),
-            kwargs=kwargs,
-            task=self.name,
-            hostname=ctx.job.claimed_by,
-            called_directly=False,
-            expires=expires,
-        )
-        token = _request.set(request)
-        try:
-            return _json_result(self(*args, **kwargs))
-        except Retry as exc:
-            raise VenturiRetry(after=exc.when, note=str(exc)) from exc
-        except (VenturiRetry, Pause, Fail):
-            raise
-        except Exception as exc:
-            if self.autoretry_for and isinstance(exc, self.autoretry_for):
-                try:
-                    self.retry(
-                        exc=exc,
-                        countdown=self._autoretry_countdown(request.retries),
-                        max_retries=self.retry_kwargs.get("max_retries"),
-                    )
-                except Retry as retry:
-                    raise VenturiRetry(after=retry.when, note=_failure_note(exc)) from exc
-                except Exception as final:
-                    raise Fail(_failure_note(final)) from final
-            raise Fail(_failure_note(exc)) from exc
-        finally:
-            _request.reset(token)
-
-    def _autoretry_countdown(self, retries: int) -> float:
-        if not self.retry_backoff:
-            countdown = self.retry_kwargs.get("countdown")
-            return self.default_retry_delay if countdown is None else float(countdown)
-        countdown = min(self.retry_backoff_max, self.retry_backoff * 2.0**retries)
-        return random.uniform(0, countdown) if self.retry_jitter else countdown
 
     def retry(  # noqa: PLR0917  # Celery's signature, positional parameters included
         self,
@@ -402,7 +289,9 @@ class Task:
                 self.signature(args, kwargs, **options), *map(signature_of, links)
             ).apply_async()
         conn = options.pop("conn", None)
-        payload, venturi_options = self.app.prepare(self, args, kwargs, options)
+        payload, venturi_options = call_options(
+            self.name, args, kwargs, options, self.app.configured()
+        )
         job_id = self.app.enqueue(self.name, payload, conn=conn, **venturi_options)
         return AsyncResult(job_id, self.app)
 
@@ -450,20 +339,6 @@ class Task:
         return f"<@task: {self.name}>"
 
 
-def _json_result(value: Any) -> Any:
-    """``value`` if JSON can hold it; else the run fails (venturi would drop the value
-    with a note, where Celery's JSON result backend refuses it)."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"the task's return value is not JSON-serialisable: {exc}") from None
-    return value
-
-
-def _failure_note(exc: BaseException) -> str:
-    return error_line(exc) + "\n" + "".join(traceback.format_exception(exc))
-
-
 class _SharedTasks:
     """The tasks made by `shared_task`: every app registers them (present and future)."""
 
@@ -492,8 +367,6 @@ def shared_task(*args: Any, **options: Any) -> Any:
     def register(func: Callable[..., Any]) -> Task:
         task = Task(None, func, options)
         shared.add(task)
-        from .app import all_apps
-
         for app in all_apps():
             app.register(task)
         return task
