@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from venturi.contrib.celery import TaskRevokedError, chain, chord, group
+from venturi.contrib.celery import TaskRevokedError, chain, chord, group, signature
 
 from .conftest import StartWorker
 from .demoapp.tasks import add, mul, xsum
@@ -21,6 +21,8 @@ def test_partial_signatures(celery_worker: StartWorker) -> None:
     assert partial.delay(4).get(timeout=60) == 6  # 4 + 2: call arguments come first
     assert add.s(2, 2)() == 4  # a signature called runs inline
     assert app.signature(add.name, args=(1, 1)).delay().get(timeout=60) == 2
+    assert signature(add.name, args=(2, 3)).delay().get(timeout=60) == 5
+    assert signature(add, args=(3, 3))() == 6
 
 
 def test_chains_pass_each_result_on(celery_worker: StartWorker) -> None:

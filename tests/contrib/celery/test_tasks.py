@@ -59,7 +59,7 @@ def test_retries_past_max_retries_fail_with_the_tasks_error(celery_worker: Start
     assert result.state == "FAILURE" and result.failed()
     assert isinstance(result.result, tasks.FlakyError)
     assert "FlakyError" in (result.traceback or "")
-    runs = venturi.Queue.get(app.venturi_queue(), result.id)
+    runs = app.venturi_queue().get(result.id)
     assert runs is not None and runs.run_count == 4
 
 
@@ -145,6 +145,28 @@ def test_unknown_id_is_pending_and_get_times_out(celery_env: str) -> None:
     pending = tasks.echo.apply_async(countdown=3600)
     with pytest.raises(TimeoutError):
         pending.get(timeout=0.2)
+
+
+def test_a_time_limit_sets_the_runs_stopping_event(celery_worker: StartWorker) -> None:
+    celery_worker(APP)
+    assert tasks.stops_at_its_time_limit.delay().get(timeout=60) == "stopped"
+
+
+def test_enqueue_joins_a_sqlalchemy_session(celery_env: str, database_dsn: str) -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    queue = app.venturi_queue()
+    engine = create_engine(database_dsn.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with Session(engine) as session:
+            dropped = tasks.echo.apply_async(args=["dropped"], conn=session)
+            session.rollback()
+            kept = tasks.echo.apply_async(args=["kept"], conn=session)
+            session.commit()
+    finally:
+        engine.dispose()
+    assert queue.get(dropped.id) is None and queue.get(kept.id) is not None
 
 
 def test_task_options_map_onto_the_kind(celery_env: str) -> None:

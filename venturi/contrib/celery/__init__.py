@@ -9,7 +9,7 @@ See the guide "Coming from Celery" for what is supported, what differs and what 
 from . import states
 from .app import Celery
 from .beat import crontab
-from .canvas import Signature, chain, chord, group
+from .canvas import Signature, chain, chord, group, signature
 from .current import current_app
 from .exceptions import (
     MaxRetriesExceededError,
@@ -21,8 +21,6 @@ from .exceptions import (
 from .results import AsyncResult, GroupResult
 from .running import Request
 from .tasks import Task, shared_task
-
-signature = Signature
 
 __all__ = [
     "AsyncResult",

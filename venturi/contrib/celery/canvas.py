@@ -138,6 +138,25 @@ class Signature:
         return f"{self.name}({', '.join(arguments)})" + ("!" if self.immutable else "")
 
 
+def signature(
+    varies: Any,
+    args: Sequence[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> Signature:
+    """``signature("tasks.add", args=(2, 2))`` (a task of the current app, by name),
+    ``signature(add, ...)`` or a signature as given."""
+    if isinstance(varies, Signature):
+        return varies.clone(args, kwargs, **options)
+    if isinstance(varies, str):
+        return current_app().signature(varies, args, kwargs, **options)
+    from .tasks import Task
+
+    if isinstance(varies, Task):
+        return varies.signature(args, kwargs, **options)
+    raise TypeError(f"signature() takes a task name, a task or a signature, got {varies!r}")
+
+
 def signature_of(value: Any) -> Any:
     """A canvas node as given (a signature, chain, group, chord), or a task's signature."""
     from .tasks import Task

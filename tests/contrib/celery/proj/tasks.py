@@ -6,6 +6,7 @@ import os
 import threading
 from typing import Any
 
+import venturi
 from venturi.contrib.celery import shared_task
 
 from .celery import app
@@ -62,6 +63,14 @@ def not_json() -> object:
 def sleepy(seconds: float) -> str:
     threading.Event().wait(seconds)
     return "slept"
+
+
+@app.task(soft_time_limit=0.2)
+def stops_at_its_time_limit() -> str:
+    # A time limit kills nothing: it sets the run's stopping event, which the task checks.
+    run = venturi.current_job()
+    assert run is not None
+    return "stopped" if run.stopping.wait(30) else "ran on"
 
 
 @shared_task
