@@ -8,9 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from venturi.contrib.celery import Celery
+from venturi.contrib.celery import Celery, NotSupported
 from venturi.contrib.celery.config import queue_options, settings_from
+from venturi.contrib.settings import SettingsError
 from venturi.errors import ConfigurationError
+from venturi.retention import Retention
 
 
 class CelerySettings:
@@ -58,15 +60,23 @@ def test_the_queue_is_built_from_venturi_settings_or_a_postgres_broker(
 ) -> None:
     monkeypatch.setenv("VENTURI_PREFIX", "from_env")
     broker = {"broker_url": "postgresql://db/app", "result_expires": timedelta(hours=2)}
-    assert queue_options(broker) == {
-        "dsn": "postgresql://db/app",
-        "prefix": "from_env",
-        "pool_size": None,
-        "retention": {"completed": 7200.0},
-    }
+    options = queue_options(broker)
+    assert options["dsn"] == "postgresql://db/app" and options["prefix"] == "from_env"
+    assert options["retention"] == Retention(completed=7200.0)
     chosen = {"broker_url": "redis://cache", "venturi_dsn": "dbname=x", "venturi_prefix": "p"}
     assert queue_options(chosen)["dsn"] == "dbname=x" and queue_options(chosen)["prefix"] == "p"
     assert queue_options({"broker_url": "redis://cache"})["dsn"] is None  # VENTURI_DSN
+    shared = queue_options({"venturi_pool_size": 3, "venturi_read_dsn": "host=replica"})
+    assert shared["pool_size"] == 3 and shared["read_dsn"] == "host=replica"
+
+
+def test_venturi_settings_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SettingsError, match="venturi_pool_size must be a positive int"):
+        queue_options({"venturi_pool_size": 0})
+    with pytest.raises(SettingsError, match="unknown settings venturi_prefx; venturi reads"):
+        queue_options({"venturi_prefx": "typo"})
+    with pytest.raises(NotSupported, match="venturi_testing"):
+        queue_options({"venturi_testing": "inline"})
 
 
 def test_config_from_object_after_the_queue_was_built(celery_env: str) -> None:

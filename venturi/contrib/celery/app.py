@@ -1,7 +1,7 @@
 """`Celery`: the app object of the compatible API, backed by a `venturi.Queue`.
 
 Configuration is Celery's (``app.conf``, ``config_from_object``, ``Celery(broker=...)``)
-plus ``venturi_dsn``, ``venturi_prefix`` and ``venturi_pool_size``; the DSN defaults to
+plus venturi's own ``venturi_*`` settings (`config.CelerySettings`); the DSN defaults to
 env ``VENTURI_DSN`` (a ``postgresql://`` broker URL also serves), the prefix to env
 ``VENTURI_PREFIX``, else ``venturi``. An app configured from Django's settings
 (``config_from_object("django.conf:settings", namespace="CELERY")``) uses the project's

@@ -9,22 +9,23 @@ import os
 import types
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Final
+from typing import Any, ClassVar, Final
+
+import attrs
 
 from venturi.client import DEFAULT_PREFIX
+from venturi.contrib.settings import QueueSettings, optional_filled_str
 
 from .exceptions import NotSupported
 
 logger = logging.getLogger("venturi.celery")
 
 DEFAULT_QUEUE: Final = "celery"
+VENTURI: Final = "venturi_"
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 # Settings read here; every other key is refused by name (see `check_settings`).
 SUPPORTED_SETTINGS: Final = frozenset(
     {
-        "venturi_dsn",
-        "venturi_prefix",
-        "venturi_pool_size",
         "broker_url",
         "result_backend",
         "include",
@@ -104,7 +105,7 @@ class Settings(dict[str, Any]):
 def check_settings(conf: Mapping[str, Any]) -> None:
     """Refuse every setting that would behave differently here, naming it."""
     for key in conf:
-        if key in SUPPORTED_SETTINGS or key in ACCEPTED_SETTINGS:
+        if key in SUPPORTED_SETTINGS or key in ACCEPTED_SETTINGS or key.startswith(VENTURI):
             continue
         if key in WORKER_FLAGS:
             raise NotSupported(f"the setting {key}", f"venturi worker takes {WORKER_FLAGS[key]}")
@@ -184,21 +185,51 @@ def check_queue(conf: Mapping[str, Any], name: str, where: str) -> None:
         )
 
 
+@attrs.frozen
+class CelerySettings(QueueSettings):
+    """The ``venturi_*`` settings of a plain app (not one configured from Django's), checked:
+    the keys every integration shares (``venturi_prefix``, ``venturi_pool_size``,
+    ``venturi_listen_dsn``, ``venturi_read_dsn``, ``venturi_strict``,
+    ``venturi_max_payload_bytes``, ``venturi_retention``) and ``venturi_dsn``."""
+
+    config_prefix: ClassVar[str] = VENTURI
+
+    dsn: str | None = attrs.field(default=None, validator=optional_filled_str)
+
+    @classmethod
+    def key(cls, name: str) -> str:
+        return cls.config_prefix + name  # lower-case, as a Celery app's settings are
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> CelerySettings:
+        """The app's ``venturi_*`` settings; an unknown one raises `SettingsError`."""
+        ours = {k.removeprefix(VENTURI): v for k, v in conf.items() if k.startswith(VENTURI)}
+        known = [field.name for field in attrs.fields(cls)]
+        unknown = sorted(VENTURI + name for name in set(ours) - set(known))
+        if unknown:
+            wanted = ", ".join(VENTURI + name for name in known if name != "testing")
+            raise cls.error(f"unknown settings {', '.join(unknown)}; venturi reads {wanted}")
+        if ours.get("testing") is not None:
+            raise NotSupported("venturi_testing", "use venturi.testing.inline(app.venturi_queue())")
+        return cls(**ours)
+
+
 def queue_options(conf: Mapping[str, Any]) -> dict[str, Any]:
-    """The `venturi.Queue` keywords of a plain app's settings (see the `app` module)."""
-    dsn = conf.get("venturi_dsn")
+    """The `venturi.Queue` keywords of a plain app's settings: its ``venturi_*`` settings,
+    the DSN from a ``postgresql://`` broker URL (else env ``VENTURI_DSN``), the prefix
+    from env ``VENTURI_PREFIX``, the retention of completed jobs from ``result_expires``."""
+    given = dict(conf)
     broker = conf.get("broker_url")
-    if dsn is None and isinstance(broker, str) and broker.startswith(POSTGRES_SCHEMES):
-        dsn = broker
-    elif isinstance(broker, str) and dsn is None:
-        logger.info("broker_url %s is not PostgreSQL: jobs go to VENTURI_DSN", broker.split(":")[0])
-    options: dict[str, Any] = {
-        "dsn": dsn,
-        "prefix": conf.get("venturi_prefix") or os.environ.get("VENTURI_PREFIX") or DEFAULT_PREFIX,
-        "pool_size": conf.get("venturi_pool_size"),
-    }
+    if "venturi_dsn" not in given and isinstance(broker, str):
+        if broker.startswith(POSTGRES_SCHEMES):
+            given["venturi_dsn"] = broker
+        else:
+            logger.info("broker_url %s is not PostgreSQL: jobs go to VENTURI_DSN", broker[:8])
+    if "venturi_prefix" not in given:
+        given["venturi_prefix"] = os.environ.get("VENTURI_PREFIX") or DEFAULT_PREFIX
     expires = conf.get("result_expires")
-    if expires is not None:
+    if expires is not None and "venturi_retention" not in given:
         seconds = expires.total_seconds() if isinstance(expires, timedelta) else expires
-        options["retention"] = {"completed": seconds}
-    return options
+        given["venturi_retention"] = {"completed": seconds}  # the others as by default
+    settings = CelerySettings.from_conf(given)
+    return {"dsn": settings.dsn, **settings.queue_options()}
