@@ -73,6 +73,12 @@ def test_autoretry_for_with_backoff(celery_worker: StartWorker) -> None:
     assert [row.outcome for row in journal] == ["retried", "retried", "dead"]
 
 
+def test_dont_autoretry_for_fails_at_once(celery_worker: StartWorker) -> None:
+    celery_worker(APP)
+    with pytest.raises(tasks.PermanentError, match="after 0 retries"):
+        tasks.gives_up.delay().get(timeout=60)
+
+
 def test_failure_raises_the_error_type_by_name_and_propagate_false_returns_it(
     celery_worker: StartWorker,
 ) -> None:

@@ -88,7 +88,7 @@ def run_task(
     except (VenturiRetry, Pause, Fail):
         raise
     except Exception as exc:
-        if task.autoretry_for and isinstance(exc, task.autoretry_for):
+        if isinstance(exc, task.autoretry_for) and not isinstance(exc, task.dont_autoretry_for):
             try:
                 task.retry(
                     exc=exc,

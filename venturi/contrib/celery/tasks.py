@@ -100,6 +100,9 @@ class Task:
         )
         autoretry = opts.pop("autoretry_for", ())
         self.autoretry_for: tuple[type[BaseException], ...] = tuple(autoretry)
+        self.dont_autoretry_for: tuple[type[BaseException], ...] = tuple(
+            opts.pop("dont_autoretry_for", ())
+        )
         self.retry_kwargs: dict[str, Any] = dict(opts.pop("retry_kwargs", {}) or {})
         unknown_retry = set(self.retry_kwargs) - {"max_retries", "countdown"}
         if unknown_retry:

@@ -44,6 +44,15 @@ def autoretried(self: Any, fail_times: int) -> int:
     return int(self.request.retries)
 
 
+class PermanentError(FlakyError):
+    """A flaky error that no retry will fix."""
+
+
+@app.task(bind=True, autoretry_for=(FlakyError,), dont_autoretry_for=(PermanentError,))
+def gives_up(self: Any) -> None:
+    raise PermanentError(f"after {self.request.retries} retries")
+
+
 @app.task(name="proj.explode")
 def explode(message: str) -> None:
     raise LookupError(message)
