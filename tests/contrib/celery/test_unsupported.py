@@ -86,6 +86,8 @@ def test_call_options(app: Celery) -> None:
     refused(lambda: task.apply_async((1,), task_id="abc"), "apply_async(task_id=)")
     refused(lambda: task.apply_async((1,), queue="emails"), "to queue 'emails'")
     refused(lambda: task.apply_async((1,), serializer="pickle"), "the 'pickle' serializer")
+    refused(lambda: task.apply_async((1,), time_limit=5), "apply_async(time_limit=)")
+    refused(lambda: task.apply_async((1,), headers={"a": 1}), "apply_async(headers=)")
     refused(lambda: task.s(1).link_error(task.s()), "link_error (error callbacks)")
     refused(task.apply, "Task.apply()")
     refused(lambda: task.map([1]), "Task.map()")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from venturi.errors import ConfigurationError
 from venturi.limits import Rate
@@ -45,6 +45,25 @@ def aware(moment: datetime, field: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+# Call options venturi has nothing for: each raises `NotSupported` by name.
+REFUSED_CALL_OPTIONS: Final = (
+    "link_error",
+    "task_id",
+    "routing_key",
+    "exchange",
+    "compression",
+    "chord",
+    "group_id",
+    "headers",
+    "shadow",
+    "time_limit",
+    "soft_time_limit",
+)
+# Call options that change nothing: publishing retries (an enqueue commits or raises),
+# results (always kept), and the parent bookkeeping of Celery's result backend.
+IGNORED_CALL_OPTIONS: Final = ("retry", "retry_policy", "ignore_result", "add_to_parent")
+
+
 def call_options(
     name: str,
     args: Sequence[Any] | None,
@@ -58,15 +77,38 @@ def call_options(
         raise TypeError(f"args of {name} must be a list or tuple, got {type(args).__name__}")
     if kwargs is not None and not isinstance(kwargs, Mapping):
         raise TypeError(f"kwargs of {name} must be a dict, got {type(kwargs).__name__}")
+    for option in REFUSED_CALL_OPTIONS:
+        if options.get(option) is not None:
+            raise NotSupported(
+                f"apply_async({option}=)", "see the guide's table of Celery features"
+            )
+    serializer = options.pop("serializer", "json")
+    if serializer != "json":
+        raise NotSupported(f"the {serializer!r} serializer", "arguments and results are JSON")
+    queue = options.pop("queue", None)
+    if queue is not None:
+        check_queue(conf, str(queue), f"task {name}")
     payload: dict[str, Any] = {"args": list(args or ()), "kwargs": dict(kwargs or {})}
-    venturi: dict[str, Any] = {}
-    countdown, eta, expires = (
-        options.pop("countdown", None),
-        options.pop("eta", None),
-        options.pop("expires", None),
-    )
+    venturi = _timing(options, payload)
+    priority = options.pop("priority", None)
+    if priority is not None:
+        venturi["priority"] = priority
+    if "conn" in options:
+        venturi["conn"] = options.pop("conn")
+    for option in (*IGNORED_CALL_OPTIONS, *REFUSED_CALL_OPTIONS):
+        options.pop(option, None)
+    if options:
+        raise TypeError(f"apply_async of {name}: unknown options {', '.join(sorted(options))}")
+    return payload, venturi
+
+
+def _timing(options: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """``countdown``/``eta`` as venturi's ``delay``/``at``; ``expires`` into the payload."""
+    countdown, eta = options.pop("countdown", None), options.pop("eta", None)
+    expires = options.pop("expires", None)
     if countdown is not None and eta is not None:
         raise ValueError("apply_async takes countdown= or eta=, not both")
+    venturi: dict[str, Any] = {}
     if countdown is not None:
         venturi["delay"] = max(0.0, float(countdown))
     if eta is not None:
@@ -78,41 +120,4 @@ def call_options(
             else aware(expires, "expires")
         )
         payload["expires"] = moment.isoformat()
-    priority = options.pop("priority", None)
-    if priority is not None:
-        venturi["priority"] = priority
-    queue = options.pop("queue", None)
-    if queue is not None:
-        check_queue(conf, queue if isinstance(queue, str) else str(queue), f"task {name}")
-    serializer = options.pop("serializer", "json")
-    if serializer != "json":
-        raise NotSupported(f"the {serializer!r} serializer", "arguments and results are JSON")
-    for option in (
-        "link_error",
-        "task_id",
-        "routing_key",
-        "exchange",
-        "compression",
-        "chord",
-        "group_id",
-    ):
-        if options.get(option) is not None:
-            raise NotSupported(
-                f"apply_async({option}=)", "see the guide's table of Celery features"
-            )
-    for option in (
-        "retry",
-        "retry_policy",
-        "headers",
-        "shadow",
-        "ignore_result",
-        "add_to_parent",
-        "time_limit",
-        "soft_time_limit",
-    ):
-        options.pop(option, None)
-    if "conn" in options:
-        venturi["conn"] = options.pop("conn")
-    if options:
-        raise TypeError(f"apply_async of {name}: unknown options {', '.join(sorted(options))}")
-    return payload, venturi
+    return venturi

@@ -85,6 +85,16 @@ class Task:
                 f"the {serializer!r} serializer (task {self.name})",
                 "arguments and results are JSON",
             )
+        self._take_retry_policy(opts)
+        self._take_limits(opts)
+        self.options = {k: opts.pop(k) for k in list(opts) if k in ACCEPTED_OPTIONS}
+        if opts:
+            raise TypeError(f"task {self.name}: unknown options {', '.join(sorted(opts))}")
+        if self.queue is not None and app is not None:
+            check_queue(app.configured(), self.queue, f"task {self.name}")
+
+    def _take_retry_policy(self, opts: dict[str, Any]) -> None:
+        """Celery's retry options, taken out of ``opts``, with Celery's defaults."""
         self.max_retries: int | None = opts.pop("max_retries", DEFAULT_MAX_RETRIES)
         if self.max_retries is not None and (
             isinstance(self.max_retries, bool)
@@ -118,6 +128,9 @@ class Task:
             seconds(opts.pop("retry_backoff_max", DEFAULT_BACKOFF_MAX), "retry_backoff_max") or 0.0
         )
         self.retry_jitter = bool(opts.pop("retry_jitter", True))
+
+    def _take_limits(self, opts: dict[str, Any]) -> None:
+        """The rate, time limits, priority and queue, taken out of ``opts``."""
         self.rate_limit = rate_of(opts.pop("rate_limit", None))
         self.time_limit = seconds(opts.pop("time_limit", None), "time_limit")
         self.soft_time_limit = seconds(opts.pop("soft_time_limit", None), "soft_time_limit")
@@ -134,11 +147,6 @@ class Task:
         ):
             if name in opts:
                 raise NotSupported(f"the task option {name}=", "pass it to apply_async")
-        self.options = {k: opts.pop(k) for k in list(opts) if k in ACCEPTED_OPTIONS}
-        if opts:
-            raise TypeError(f"task {self.name}: unknown options {', '.join(sorted(opts))}")
-        if self.queue is not None and app is not None:
-            check_queue(app.configured(), self.queue, f"task {self.name}")
 
     def _default_name(self, app: Celery | None) -> str:
         module = self.__module__
