@@ -9,7 +9,7 @@ import pytest
 
 import venturi
 from tests.support import wait_until
-from venturi.contrib.celery import AsyncResult, MaxRetriesExceededError, TaskRevokedError
+from venturi.contrib.celery import AsyncResult, MaxRetriesExceededError, TaskRevokedError, chain
 
 from .conftest import StartWorker
 from .demoapp import tasks as demo
@@ -208,3 +208,14 @@ def test_dash_q_chooses_the_tasks_a_worker_runs(celery_worker: StartWorker) -> N
     skipped = tasks.explode.delay("not for this worker")
     assert tasks.echo.delay("mine").get(timeout=60) == {"args": ["mine"], "kwargs": {}}
     assert skipped.state == "PENDING"
+
+
+def test_inline_test_mode_runs_tasks_as_they_are_called(celery_env: str) -> None:
+    from venturi.testing import inline
+
+    queue = app.venturi_queue()
+    with inline(queue):
+        assert demo.add.delay(20, 22).get(timeout=5) == 42
+        # A canvas is one workflow: inline mode runs it at the next enqueue or at the end.
+        chained = chain(demo.add.s(1, 1), demo.mul.s(5))()
+    assert chained.get(timeout=5) == 10
