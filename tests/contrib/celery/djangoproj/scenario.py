@@ -46,6 +46,8 @@ def main() -> None:
         pass
     assert queue.get(undone.id) is None  # the enqueue rolled back with the block
     assert AsyncResult(undone.id).state == "PENDING"
+    every = queue.schedules["count-widgets"]  # CELERY_BEAT_SCHEDULE, on Django's queue
+    assert every.kind == tasks.count_widgets.name and every.timing.expression == "every 1h"
     print("ok")
 
 

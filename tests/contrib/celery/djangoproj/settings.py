@@ -32,3 +32,9 @@ CELERY_BROKER_URL = "redis://localhost:6379/0"
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "count-widgets": {
+        "task": "tests.contrib.celery.djangoproj.demoapp.tasks.count_widgets",
+        "schedule": 3600.0,
+    },
+}
