@@ -213,6 +213,7 @@ def test_dash_q_chooses_the_tasks_a_worker_runs(celery_worker: StartWorker) -> N
 def test_inline_test_mode_runs_tasks_as_they_are_called(celery_env: str) -> None:
     from venturi.testing import inline
 
+    app.set_current()  # the shared tasks' app, whichever app was made last
     queue = app.venturi_queue()
     with inline(queue):
         assert demo.add.delay(20, 22).get(timeout=5) == 42

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, overload
 
-import psycopg
 from ulid import ULID
 
 from venturi.client import Queue
@@ -32,8 +31,9 @@ from . import beat
 from .canvas import Signature
 from .config import Settings, check_settings, queue_options, settings_from
 from .control import Control, Signal
-from .current import remember
+from .current import make_current, remember
 from .exceptions import NotSupported
+from .options import psycopg_of
 from .results import AsyncResult, GroupResult
 from .tasks import Task, shared
 
@@ -328,7 +328,7 @@ class Celery:
             from venturi.contrib.django.queue import enqueue
 
             return enqueue(kind, payload, **options)
-        return queue.enqueue(kind, payload, conn=_psycopg(conn), **options)
+        return queue.enqueue(kind, payload, conn=psycopg_of(conn), **options)
 
     @contextmanager
     def workflow(self, conn: Any = None) -> Iterator[Workflow]:
@@ -339,7 +339,7 @@ class Celery:
             from venturi.contrib.django import django_connection
 
             conn = django_connection()
-        with queue.workflow(_psycopg(conn)) as wf:
+        with queue.workflow(psycopg_of(conn)) as wf:
             yield wf
 
     def signature(
@@ -386,13 +386,9 @@ class Celery:
         if lazy is not None:
             lazy.close()
 
+    def set_current(self) -> None:
+        """Make this the current app: the one shared tasks and ``AsyncResult(id)`` use."""
+        make_current(self)
+
     def __repr__(self) -> str:
         return f"<Celery {self.main or '__main__'} on venturi>"
-
-
-def _psycopg(conn: Any) -> psycopg.Connection[Any] | None:
-    if conn is None or isinstance(conn, psycopg.Connection):
-        return conn
-    from venturi.contrib.sqlalchemy import psycopg_connection
-
-    return psycopg_connection(conn)

@@ -38,3 +38,9 @@ def remember(app: Celery, *, as_current: bool) -> None:
         _apps.append(weakref.ref(app))
         if as_current:
             _current.append(weakref.ref(app))
+
+
+def make_current(app: Celery) -> None:
+    """Make ``app`` the current app."""
+    with _apps_lock:
+        _current.append(weakref.ref(app))

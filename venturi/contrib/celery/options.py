@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+import psycopg
+
 from venturi.errors import ConfigurationError
 from venturi.limits import Rate
 
@@ -121,3 +123,12 @@ def _timing(options: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
         )
         payload["expires"] = moment.isoformat()
     return venturi
+
+
+def psycopg_of(conn: Any) -> psycopg.Connection[Any] | None:
+    """The psycopg connection of ``conn=``: itself, or a SQLAlchemy session's."""
+    if conn is None or isinstance(conn, psycopg.Connection):
+        return conn
+    from venturi.contrib.sqlalchemy import psycopg_connection
+
+    return psycopg_connection(conn)
