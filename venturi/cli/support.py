@@ -239,7 +239,8 @@ def _scrubbed(ctx: click.Context, text: str) -> str:
 
 def import_queue(spec: str) -> Queue:
     """The `Queue` named by ``module:attribute`` (attribute defaults to ``queue``); the
-    attribute may also be a function of no arguments that returns one."""
+    attribute may also be a function of no arguments that returns one, or an object whose
+    ``venturi_queue()`` method returns one (a `venturi.contrib.celery.Celery` app)."""
     module_name, _, attribute = spec.partition(":")
     attribute = attribute or "queue"
     if not module_name:
@@ -256,6 +257,10 @@ def import_queue(spec: str) -> Queue:
     target = getattr(module, attribute, None)
     if target is None:
         raise click.ClickException(f"module {module_name!r} has no attribute {attribute!r}")
+    provider = getattr(target, "venturi_queue", None)
+    if not isinstance(target, Queue) and callable(provider):
+        # An app that provides its Queue (venturi.contrib.celery.Celery).
+        target, attribute = provider, f"{attribute}.venturi_queue"
     if callable(target) and not isinstance(target, Queue):
         try:
             target = target()

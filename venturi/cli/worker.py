@@ -69,8 +69,13 @@ def worker_command(embedded: bool) -> click.Command:
         help="Import this venturi.Queue (its jobs registered at import) [env VENTURI_APP]. "
         "Its own DSN and prefix apply.",
     )
-    @click.option("--kinds", help="Comma-separated kinds to run (default: every registered kind).")
-    @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True)
+    @click.option(
+        "-Q",
+        "--kinds",
+        help="Comma-separated kinds to run (default: every registered kind); for a Celery "
+        "app, task names.",
+    )
+    @click.option("-c", "--concurrency", type=click.IntRange(min=1), default=4, show_default=True)
     @click.option("--priority-floor", type=click.IntRange(-32768, 32767), help="Skip jobs below.")
     @click.option(
         "--poll-interval",

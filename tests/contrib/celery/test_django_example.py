@@ -1,0 +1,46 @@
+"""Celery's Django example project (tasks, views, ``on_commit``) on venturi: a real
+`venturi worker --app` runs its tasks, and the requests run in a child process of their
+own, since Django is configured once per process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO, StartWorker
+
+pytest.importorskip("django")
+
+APP = "tests.contrib.celery.djangoproj.celery:app"
+
+
+def test_the_django_example_runs_on_venturi(
+    celery_worker: StartWorker, database_dsn: str, prefix: str
+) -> None:
+    env = {
+        **os.environ,
+        "CELERY_EXAMPLE_DSN": database_dsn,
+        "CELERY_EXAMPLE_PREFIX": prefix,
+        "DJANGO_SETTINGS_MODULE": "tests.contrib.celery.djangoproj.settings",
+    }
+    os.environ.update({k: env[k] for k in ("CELERY_EXAMPLE_DSN", "CELERY_EXAMPLE_PREFIX")})
+    try:
+        worker = celery_worker(APP, "-c", "2")
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.contrib.celery.djangoproj.scenario"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        for name in ("CELERY_EXAMPLE_DSN", "CELERY_EXAMPLE_PREFIX"):
+            os.environ.pop(name, None)
+    log = worker.log.read_text()  # type: ignore[attr-defined]
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\nworker:\n{log}"
+    assert done.stdout.strip().endswith("ok")
