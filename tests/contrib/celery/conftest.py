@@ -29,6 +29,11 @@ def celery_env(database_dsn: str, prefix: str, monkeypatch: pytest.MonkeyPatch) 
 
 
 StartWorker = Callable[..., subprocess.Popen[bytes]]
+# What a project's manage.py does.
+MANAGE_PY = (
+    "import sys; from django.core.management import execute_from_command_line; "
+    "execute_from_command_line(['manage.py', *sys.argv[1:]])"
+)
 
 
 @pytest.fixture
@@ -37,18 +42,15 @@ def celery_worker(celery_env: str, database_dsn: str, tmp_path: Path) -> Iterato
     started: list[subprocess.Popen[bytes]] = []
 
     def start(spec: str, *args: str) -> subprocess.Popen[bytes]:
+        """``spec`` is an ``--app`` target, or ``manage.py`` for Django's command (the
+        project named by DJANGO_SETTINGS_MODULE)."""
         log = tmp_path / f"worker-{len(started)}.log"
         env = {**os.environ, "VENTURI_DSN": database_dsn, "VENTURI_PREFIX": celery_env}
-        command = [
-            sys.executable,
-            "-m",
-            "venturi",
-            "worker",
-            "--app",
-            spec,
-            "--poll-interval",
-            "1s",
-        ]
+        if spec == "manage.py":
+            command = [sys.executable, "-c", MANAGE_PY, "venturi", "worker"]
+        else:
+            command = [sys.executable, "-m", "venturi", "worker", "--app", spec]
+        command += ["--poll-interval", "1s"]
         with log.open("wb") as out:
             process = subprocess.Popen(
                 [*command, *args], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT

@@ -17,18 +17,21 @@ pytest.importorskip("django")
 APP = "tests.contrib.celery.djangoproj.celery:app"
 
 
+@pytest.mark.parametrize("worker_command", [APP, "manage.py"])
 def test_the_django_example_runs_on_venturi(
-    celery_worker: StartWorker, database_dsn: str, prefix: str
+    celery_worker: StartWorker, database_dsn: str, prefix: str, worker_command: str
 ) -> None:
+    """Through `venturi worker --app proj.celery:app` and `manage.py venturi worker`."""
     env = {
         **os.environ,
         "CELERY_EXAMPLE_DSN": database_dsn,
         "CELERY_EXAMPLE_PREFIX": prefix,
         "DJANGO_SETTINGS_MODULE": "tests.contrib.celery.djangoproj.settings",
     }
-    os.environ.update({k: env[k] for k in ("CELERY_EXAMPLE_DSN", "CELERY_EXAMPLE_PREFIX")})
+    names = ("CELERY_EXAMPLE_DSN", "CELERY_EXAMPLE_PREFIX", "DJANGO_SETTINGS_MODULE")
+    os.environ.update({k: env[k] for k in names})
     try:
-        worker = celery_worker(APP, "-c", "2")
+        worker = celery_worker(worker_command, "-c", "2")
         done = subprocess.run(
             [sys.executable, "-m", "tests.contrib.celery.djangoproj.scenario"],
             cwd=REPO,
@@ -39,7 +42,7 @@ def test_the_django_example_runs_on_venturi(
             check=False,
         )
     finally:
-        for name in ("CELERY_EXAMPLE_DSN", "CELERY_EXAMPLE_PREFIX"):
+        for name in names:
             os.environ.pop(name, None)
     log = worker.log.read_text()  # type: ignore[attr-defined]
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\nworker:\n{log}"

@@ -31,7 +31,7 @@ from . import beat
 from .canvas import Signature
 from .config import Settings, check_settings, queue_options, settings_from
 from .control import Control, Signal
-from .current import make_current, remember
+from .current import all_apps, make_current, remember
 from .exceptions import NotSupported
 from .options import psycopg_of
 from .results import AsyncResult, GroupResult
@@ -96,6 +96,12 @@ class Celery:
         remember(self, as_current=set_as_current)
         for task in shared.tasks:
             self.register(task)
+
+    @property
+    def uses_django(self) -> bool:
+        """True once configured from ``"django.conf:settings"``: its tasks run on the
+        Django project's venturi queue."""
+        return self._django
 
     # -- configuration -------------------------------------------------------------
 
@@ -392,3 +398,12 @@ class Celery:
 
     def __repr__(self) -> str:
         return f"<Celery {self.main or '__main__'} on venturi>"
+
+
+def start_django_apps() -> None:
+    """Build every app of this process configured from Django's settings, so that its
+    tasks (``include``, `Celery.autodiscover_tasks`, ``beat_schedule``) are registered on
+    the project's queue: what ``manage.py venturi worker`` runs before it starts."""
+    for app in all_apps():
+        if app.uses_django:
+            app.venturi_queue()

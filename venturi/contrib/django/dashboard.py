@@ -57,7 +57,7 @@ def _dashboard(settings: VenturiSettings) -> Dashboard:
         return current
 
 
-# The dashboard checks its own CSRF token (a signed double-submit cookie) on every POST;
+# The dashboard checks its own CSRF token (bound to its session cookie) on every POST;
 # Django's token is not in its forms.
 @csrf_exempt
 def dashboard_view(request: HttpRequest, rest: str = "") -> HttpResponse:

@@ -36,12 +36,18 @@ def _forwarded(args: Sequence[str]) -> list[str]:
 def run_cli(args: Sequence[str], prog_name: str = "manage.py venturi") -> int:
     """Run the venturi click group on the project's queue; returns the exit status.
 
-    Imports each app's ``VENTURI['AUTODISCOVER']`` modules first, so the worker knows
-    every registered job.
+    Imports each app's ``VENTURI['AUTODISCOVER']`` modules first, and registers the tasks
+    of the project's Celery-compatible apps, so the worker knows every registered job.
     """
     from venturi.cli.main import build_cli
 
     autodiscover_modules(*VenturiSettings.load().autodiscover)
+    # A project that made a Celery-compatible app (its proj/__init__.py imports it)
+    # has tasks to register; one that did not never imports the module.
+    if "venturi.contrib.celery" in sys.modules:
+        from venturi.contrib.celery.app import start_django_apps
+
+        start_django_apps()
     group = build_cli(get_queue)
     try:
         result = group.main(args=list(args), prog_name=prog_name, standalone_mode=False)
