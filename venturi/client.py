@@ -32,6 +32,7 @@ from venturi.retention import DEFAULT_RETENTION, Retention
 from venturi.schedule_registry import ScheduleRegistry
 from venturi.schedules import Schedule
 from venturi.store.dsn import parse_dsn
+from venturi.store.hooks import StoreHook
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.protocol import Store
 from venturi.store.read_only import open_read_store
@@ -369,6 +370,17 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         """
         self._check_process()
         return drain(self.store, self.definitions, kinds, to_seconds(wait_for, "wait_for"))
+
+    def add_hook(self, hook: StoreHook) -> None:
+        """Have ``hook`` watch every write of this queue's store: each enqueue (also
+        of many jobs and of a workflow) and each run's settlement, by any worker built
+        from this queue in this process (see `venturi.store.hooks`). Tracing
+        (`venturi.contrib.otel.instrument`) and the inline test mode attach this way."""
+        self.store.hooks.add(hook)
+
+    def remove_hook(self, hook: StoreHook) -> None:
+        """Stop ``hook`` watching this queue's store (nothing if it was not added)."""
+        self.store.hooks.remove(hook)
 
     def close(self) -> None:
         """Stop the waiters' listener; close the connection pools this queue opened."""

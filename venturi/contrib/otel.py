@@ -1,8 +1,9 @@
 """OpenTelemetry tracing (extra ``otel``): a producer span per enqueue, a consumer span
 per run, joined through the W3C trace context stored with the job.
 
-`instrument(queue)` wraps the queue's store (enqueues and settlements) and its job
-handlers; a queue that is not instrumented runs none of this code.
+`instrument(queue)` adds a hook to the queue's store (every enqueue, also of many jobs
+and of a workflow, and every settlement) and wraps its job handlers; a queue that is
+not instrumented runs none of this code.
 """
 
 from __future__ import annotations
@@ -24,13 +25,11 @@ from ulid import ULID
 from venturi import __version__
 from venturi.client import Queue
 from venturi.context import current_job
-from venturi.errors import StoreError
 from venturi.models import JobRecord, NewJob, Outcome
 from venturi.outcomes import Pause, Retry
 from venturi.registry import JobDefinition
-from venturi.settlements import BatchOutcome, Busy, Claim, Settlement
-from venturi.store.protocol import Store
-from venturi.store.wrapper import StoreWrapper
+from venturi.settlements import Claim, Settlement
+from venturi.store.hooks import EnqueueWrite, Settled, StoreHook
 
 SYSTEM = "venturi"
 RUN = "venturi.job.run"
@@ -52,22 +51,13 @@ def instrument(queue: Queue, tracer_provider: TracerProvider | None = None) -> Q
     ``process KIND`` (consumer) around each run, a child of it: every run of a job,
     retries included, belongs to the enqueuing request's trace.
     """
-    if _traced_store(queue) is not None:
+    if any(isinstance(hook, TracingHook) for hook in queue.store.hooks):
         return queue
     tracer = trace.get_tracer("venturi", __version__, tracer_provider=tracer_provider)
     runs = OpenRuns()
-    queue.store = TracedStore(queue.store, tracer, runs)
+    queue.add_hook(TracingHook(tracer, runs))
     queue.definitions = TracedDefinitions(tracer, runs, queue.prefix, queue.definitions)
     return queue
-
-
-def _traced_store(queue: Queue) -> TracedStore | None:
-    store: Store = queue.store
-    while isinstance(store, StoreWrapper):
-        if isinstance(store, TracedStore):
-            return store
-        store = store.inner
-    return None
 
 
 def _common(kind: str, operation: str) -> dict[str, Any]:
@@ -103,80 +93,30 @@ class OpenRuns:
             return self._spans.pop((job_id, run), None)
 
 
-class TracedStore(StoreWrapper):
-    """The store of an instrumented queue: producer spans around enqueues, and the end
-    of each run's consumer span when its settlement is written (or fenced out)."""
+@attrs.define(eq=False)
+class TracingHook(StoreHook):
+    """The hook of an instrumented queue: producer spans around each write of new jobs
+    (one, many, or a workflow's), and the end of each run's consumer span when its
+    settlement is written (or fenced out)."""
 
-    def __init__(self, inner: Store, tracer: trace.Tracer, runs: OpenRuns) -> None:
-        super().__init__(inner)
-        self.tracer = tracer
-        self.runs = runs
+    tracer: trace.Tracer
+    runs: OpenRuns
 
-    def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
-        with _producing(self.tracer, [job]) as (traced, spans):
-            job_id = self.inner.enqueue(traced[0], conn=conn)
-            spans[0].set_attribute("messaging.message.id", str(job_id))
-            return job_id
-
-    def enqueue_many(
-        self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
+    def around_enqueue(
+        self,
+        jobs: Sequence[NewJob],
+        conn: psycopg.Connection[Any] | None,
+        write: EnqueueWrite,
     ) -> list[ULID]:
         with _producing(self.tracer, jobs) as (traced, spans):
-            ids = self.inner.enqueue_many(traced, conn=conn)
+            ids = write(traced)
             for span, job_id in zip(spans, ids, strict=True):
                 span.set_attribute("messaging.message.id", str(job_id))
             return ids
 
-    def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
-        outcome = self.inner.settle(claim, settlement)
-        self._finish(claim, settlement, outcome)
-        return outcome
-
-    def settle_many(
-        self, items: Sequence[tuple[Claim, Settlement]]
-    ) -> list[Outcome | Busy | StoreError | None]:
-        written = self.inner.settle_many(items)
-        for (claim, settlement), outcome in zip(items, written, strict=True):
-            # A busy run is tried again later; a refused one is let go, like a failed settle.
-            if not isinstance(outcome, Busy) and not isinstance(outcome, StoreError):
-                self._finish(claim, settlement, outcome)
-        return written
-
-    def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
-        result = self.inner.complete_many(items)
-        self._finish_batch(items, result)
-        return result
-
-    def _finish_batch(
-        self, items: Sequence[tuple[Claim, Settlement]], result: BatchOutcome
-    ) -> None:
-        """End the spans of the runs ``result`` settled or fenced out."""
-        for claim, settlement in items:
-            if claim.job_id in result.applied:
-                self._finish(claim, settlement, Outcome.COMPLETED)
-            elif claim.job_id not in result.busy:  # busy runs are tried again later
-                self._finish(claim, settlement, None)
-
-    def complete_and_claim(
-        self,
-        claim: Claim,
-        settlement: Settlement,
-        kind: str,
-        lease: float,
-        priority_floor: int | None = None,
-    ) -> tuple[BatchOutcome, list[JobRecord]]:
-        result, jobs = self.inner.complete_and_claim(claim, settlement, kind, lease, priority_floor)
-        self._finish_batch([(claim, settlement)], result)
-        return result, jobs
-
-    def complete_in(
-        self, conn: psycopg.Connection[Any], claim: Claim, settlement: Settlement
-    ) -> bool:
-        # A transactional run: its span ends when its completion is written in its
-        # transaction, which commits right after.
-        applied = self.inner.complete_in(conn, claim, settlement)
-        self._finish(claim, settlement, Outcome.COMPLETED if applied else None)
-        return applied
+    def after_settle(self, settled: Sequence[Settled]) -> None:
+        for each in settled:
+            self._finish(each.claim, each.settlement, each.outcome)
 
     def _finish(self, claim: Claim, settlement: Settlement, outcome: Outcome | None) -> None:
         span = self.runs.take(claim.job_id, claim.run_count)

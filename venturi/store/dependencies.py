@@ -69,7 +69,7 @@ class GraphPlan:
 class Dependencies(Housekeeping):
     """Operations of `PostgresStore` on parents, results and workflows."""
 
-    def write_graph(
+    def _write_graph(
         self,
         conn: psycopg.Connection[Any],
         jobs: Sequence[NewJob],

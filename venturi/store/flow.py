@@ -111,7 +111,7 @@ class FlowControl(Housekeeping):
                 jobs.extend(JobRecord.from_row(row) for row in last.fetchall())
         return jobs
 
-    def complete_and_claim(
+    def _complete_and_claim(
         self,
         claim: Claim,
         settlement: Settlement,

@@ -22,10 +22,11 @@ from venturi.store.dependencies import Dependencies
 from venturi.store.dsn import connect_defaults, parse_dsn
 from venturi.store.enqueueing import Enqueuer
 from venturi.store.flow import FlowControl, completion_params, lease_params
+from venturi.store.hooks import Settled, StoreHooks
 from venturi.store.ids import new_id, new_ids
 from venturi.store.observing import Observing
 from venturi.store.owned_pools import open_owned
-from venturi.store.repending import Repending
+from venturi.store.repending import Repending, Written
 from venturi.store.scheduling import Scheduling
 from venturi.store.statements import (
     Preparation,
@@ -73,6 +74,8 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
         default=migrations.DEFAULT_LOCK_TIMEOUT, kw_only=True
     )
     listen_dsn: str | None = attrs.field(default=None, kw_only=True)
+    # Shared with the store's siblings, so a worker's side stores are watched too.
+    hooks: StoreHooks = attrs.field(factory=StoreHooks, kw_only=True)
     _enqueuer: Enqueuer = attrs.field(init=False)
 
     @max_payload_bytes.validator
@@ -124,10 +127,40 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
 
     # -- enqueue ----------------------------------------------------------------------
 
+    # Each public write passes through `hooks` once; the private twins below call each
+    # other (a job with parents is a graph, a refused batch is completed job by job)
+    # without passing the same write through the hooks twice.
+
     def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
+        if not self.hooks:
+            return self._enqueue(job, conn)
+        return self.hooks.enqueue([job], conn, lambda jobs: [self._enqueue(jobs[0], conn)])[0]
+
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
+    ) -> list[ULID]:
+        if not self.hooks:
+            return self._enqueue_many(jobs, conn)
+        return self.hooks.enqueue(jobs, conn, lambda passed: self._enqueue_many(passed, conn))
+
+    def enqueue_graph(
+        self,
+        jobs: Sequence[NewJob],
+        ids: Sequence[ULID],
+        workflow_id: ULID | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> list[ULID]:
+        """Write jobs with parents (``after``; a parent may be an earlier job of ``jobs``)
+        under ``ids`` in one transaction, each waiting, pending or cancelled as its parents
+        decide; an unknown parent raises `InvalidJob` and nothing is written."""
+        return self.hooks.enqueue(
+            jobs, conn, lambda passed: self._enqueue_graph(passed, ids, workflow_id, conn)
+        )
+
+    def _enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None) -> ULID:
         job_id = new_id()
         if job.after:
-            return self.enqueue_graph([job], [job_id], None, conn)[0]
+            return self._enqueue_graph([job], [job_id], None, conn)[0]
         if conn is not None:
             with mapped_errors():
                 return self._enqueuer.enqueue(conn, job, job_id)
@@ -139,14 +172,14 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
             what=f"enqueue of {job.kind!r}",
         )
 
-    def enqueue_many(
-        self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
+    def _enqueue_many(
+        self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None
     ) -> list[ULID]:
         ids = new_ids(len(jobs))
         if any(j.after for j in jobs):
             if any(j.dedup_key is not None for j in jobs):
                 raise InvalidJob("enqueue jobs with after= and jobs with a dedup_key separately")
-            return self.enqueue_graph(jobs, ids, None, conn)
+            return self._enqueue_graph(jobs, ids, None, conn)
         if conn is not None:
             with mapped_errors():
                 return self._enqueuer.enqueue_many(conn, jobs, ids)
@@ -161,21 +194,18 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
             what=f"enqueue of {len(jobs)} jobs",
         )
 
-    def enqueue_graph(
+    def _enqueue_graph(
         self,
         jobs: Sequence[NewJob],
         ids: Sequence[ULID],
-        workflow_id: ULID | None = None,
-        conn: psycopg.Connection[Any] | None = None,
+        workflow_id: ULID | None,
+        conn: psycopg.Connection[Any] | None,
     ) -> list[ULID]:
-        """Write jobs with parents (``after``; a parent may be an earlier job of ``jobs``)
-        under ``ids`` in one transaction, each waiting, pending or cancelled as its parents
-        decide; an unknown parent raises `InvalidJob` and nothing is written."""
         if conn is not None:
             with mapped_errors():
-                return self.write_graph(conn, jobs, ids, workflow_id, self.max_payload_bytes)
+                return self._write_graph(conn, jobs, ids, workflow_id, self.max_payload_bytes)
         return self._write_own(
-            lambda own: self.write_graph(own, jobs, ids, workflow_id, self.max_payload_bytes),
+            lambda own: self._write_graph(own, jobs, ids, workflow_id, self.max_payload_bytes),
             ids,
             list(ids),
             repeatable=True,
@@ -257,17 +287,53 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
     def settle(self, claim: Claim, settlement: Settlement) -> Outcome | None:
         if settlement.action is SettleAction.COMPLETE:
             done = while_busy(lambda: self._complete_one(claim, settlement))
-            return Outcome.COMPLETED if done else None
-        return while_busy(lambda: self._repend_or_fallback((claim, settlement)))
+            outcome = Outcome.COMPLETED if done else None
+        else:
+            outcome = while_busy(lambda: self._repend_or_fallback((claim, settlement)))
+        if self.hooks:
+            self.hooks.settled([Settled(claim, settlement, outcome)])
+        return outcome
+
+    def settle_many(self, items: Sequence[tuple[Claim, Settlement]]) -> list[Written]:
+        written = self._settle_many(items)
+        if self.hooks:
+            self.hooks.settled(
+                [
+                    Settled(claim, settlement, outcome)
+                    for (claim, settlement), outcome in zip(items, written, strict=True)
+                    # A busy run is written again later; a refused one is let go.
+                    if not isinstance(outcome, (Busy, StoreError))
+                ]
+            )
+        return written
 
     def _complete_one(self, claim: Claim, settlement: Settlement) -> bool | Busy:
-        outcome = self.complete_many([(claim, settlement)])
+        outcome = self._complete_many([(claim, settlement)])
         return BUSY if outcome.busy else claim.job_id in outcome.applied
 
     def complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         """Complete ``items`` in one statement. When the database refuses a value of the
         batch (`retrying.refusal`), each run is completed alone, and the one refused by
         its `Settlement.fallback`: still completed, without what was refused."""
+        result = self._complete_many(items)
+        if self.hooks:
+            self.hooks.settled(_batch_settled(items, result))
+        return result
+
+    def complete_and_claim(
+        self,
+        claim: Claim,
+        settlement: Settlement,
+        kind: str,
+        lease: float,
+        priority_floor: int | None = None,
+    ) -> tuple[BatchOutcome, list[JobRecord]]:
+        result, jobs = self._complete_and_claim(claim, settlement, kind, lease, priority_floor)
+        if self.hooks:
+            self.hooks.settled(_batch_settled([(claim, settlement)], result))
+        return result, jobs
+
+    def _complete_many(self, items: Sequence[tuple[Claim, Settlement]]) -> BatchOutcome:
         if not items:
             return BatchOutcome()
         try:
@@ -277,7 +343,7 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
             if refused is None:
                 raise
             if len(items) > 1:
-                return BatchOutcome.merged([self.complete_many([item]) for item in items])
+                return BatchOutcome.merged([self._complete_many([item]) for item in items])
             ((claim, settlement),) = items
             return self._complete_batch([(claim, settlement.fallback(refused))])
 
@@ -295,7 +361,11 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
             outcome = BatchOutcome.from_rows(run_read(conn, query, params))
             return BUSY if outcome.busy else claim.job_id in outcome.applied
 
-        return while_busy(attempt)
+        applied = while_busy(attempt)
+        if self.hooks:
+            # A transactional run: written in its transaction, which commits right after.
+            self.hooks.settled([Settled(claim, settlement, Outcome.COMPLETED if applied else None)])
+        return applied
 
     def extend_lease(self, leases: Sequence[tuple[Claim, float]]) -> BatchOutcome:
         if not leases:
@@ -336,6 +406,7 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
             owns_pool=True,
             max_payload_bytes=self.max_payload_bytes,
             listen_dsn=self.listen_dsn,
+            hooks=self.hooks,
         )
 
     def with_prefix(self, prefix: Prefix) -> PostgresStore:
@@ -352,6 +423,18 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
         """Close the pool if this store opened it; a borrowed pool is left alone."""
         if self.owns_pool:
             self.pool.close()
+
+
+def _batch_settled(
+    items: Sequence[tuple[Claim, Settlement]], result: BatchOutcome
+) -> list[Settled]:
+    """The runs of ``items`` that ``result`` completed or fenced out (busy ones are
+    written again later)."""
+    return [
+        Settled(claim, settlement, Outcome.COMPLETED if claim.job_id in result.applied else None)
+        for claim, settlement in items
+        if claim.job_id not in result.busy
+    ]
 
 
 def _in_claim_order(jobs: list[JobRecord]) -> list[JobRecord]:

@@ -29,6 +29,7 @@ from venturi.prefix import Prefix
 from venturi.retention import Retention
 from venturi.schedules import Firing, Schedule, ScheduleInfo, ScheduleState
 from venturi.settlements import BatchOutcome, Busy, Claim, Settlement
+from venturi.store.hooks import StoreHooks
 
 
 class Notifier(Protocol):
@@ -71,6 +72,11 @@ class Store(Protocol):
 
     @property
     def prefix(self) -> Prefix: ...
+
+    @property
+    def hooks(self) -> StoreHooks:
+        """The layers every write of new jobs and every settlement passes through."""
+        ...
 
     def migrate(self) -> list[str]: ...
 

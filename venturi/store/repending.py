@@ -75,7 +75,7 @@ class Repending(Housekeeping):
         then fails having changed nothing, so it runs again (a few times at most)."""
         return _while_key_taken(name, lambda: self._fetch(name, params))
 
-    def settle_many(self, items: Sequence[tuple[Claim, Settlement]]) -> list[Written]:
+    def _settle_many(self, items: Sequence[tuple[Claim, Settlement]]) -> list[Written]:
         """Write settlements other than completions, each as `Store.settle` would, one
         transaction (one commit) per kind of settlement, each in job id order; returns
         what each did, in order (`BUSY`: its row was locked by another session and nothing

@@ -13,40 +13,32 @@ import psycopg
 from ulid import ULID
 
 from venturi.client import Queue
-from venturi.context import JobContext
 from venturi.models import NewJob
 from venturi.outcomes import Pause, Retry
 from venturi.registry import JobDefinition
-from venturi.settlements import Claim, Settlement
-from venturi.store.protocol import Store
-from venturi.store.wrapper import StoreWrapper
-from venturi.worker.transactional import run_inline
+from venturi.store.hooks import EnqueueWrite, StoreHook
+from venturi.worker.draining import drain
 
 INLINE_RUNNER = "inline"
 
 
-class InlineStore(StoreWrapper):
-    """The store of a queue in inline mode: after each committed enqueue, every due job
-    runs at once in this thread (`run_due`)."""
+@attrs.define(eq=False)
+class InlineMode(StoreHook):
+    """The hook of a queue in inline mode: after each committed write of new jobs (one,
+    many, or a workflow's), every due job runs at once in this thread (`run_due`)."""
 
-    def __init__(
-        self, inner: Store, queue: Queue, raise_failures: bool, same_transaction: bool
-    ) -> None:
-        super().__init__(inner)
-        self.queue = queue
-        self.raise_failures = raise_failures
-        self.same_transaction = same_transaction
-        self.suspended = 0  # inside `manual` blocks
+    queue: Queue
+    raise_failures: bool
+    same_transaction: bool
+    suspended: int = 0  # inside `manual` blocks
 
-    def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
-        job_id = self.inner.enqueue(job, conn=conn)
-        self._run_if_committed(conn)
-        return job_id
-
-    def enqueue_many(
-        self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None = None
+    def around_enqueue(
+        self,
+        jobs: Sequence[NewJob],
+        conn: psycopg.Connection[Any] | None,
+        write: EnqueueWrite,
     ) -> list[ULID]:
-        ids = self.inner.enqueue_many(jobs, conn=conn)
+        ids = write(jobs)
         self._run_if_committed(conn)
         return ids
 
@@ -63,25 +55,20 @@ class InlineStore(StoreWrapper):
 
 def is_inline(queue: Queue) -> bool:
     """True while ``queue`` is in inline mode (and not in a `manual` block within it)."""
-    found = _inline_store(queue)
+    found = _inline_mode(queue)
     return found is not None and not found.suspended
 
 
 def run_if_inline(queue: Queue) -> int:
     """In inline mode, run every due job now (`run_due`); returns the number of runs."""
-    found = _inline_store(queue)
+    found = _inline_mode(queue)
     if found is None or found.suspended:
         return 0
     return run_due(queue, raise_failures=found.raise_failures)
 
 
-def _inline_store(queue: Queue) -> InlineStore | None:
-    store = queue.store
-    while isinstance(store, StoreWrapper):
-        if isinstance(store, InlineStore):
-            return store
-        store = store.inner
-    return None
+def _inline_mode(queue: Queue) -> InlineMode | None:
+    return next((h for h in queue.store.hooks if isinstance(h, InlineMode)), None)
 
 
 @contextmanager
@@ -90,17 +77,18 @@ def inline(
 ) -> Iterator[Queue]:
     """Run each job in the enqueuing thread as it is enqueued, until the block ends.
 
-    Runs go through the real tables as in `Queue.drain`: outcomes, retries and `Pause`
-    behave as there (a retry or pause that is due at once runs again at once; a later
-    one waits, for `venturi.testing.advance`). A handler's exception (other than
-    `Retry` and `Pause`) is raised in the test after its run is recorded, unless
-    ``raise_failures`` is False. Each enqueue also runs any other job already due.
-    A job enqueued on a caller's connection runs once that transaction is committed
-    (at the next enqueue, `advance`, or the end of the block); ``same_transaction``
-    says the queue's own store works in that transaction, so it runs at once.
-    Not thread-safe: switch modes while no other thread uses the queue.
+    Runs go through the real tables as in `Queue.drain` (by its very runner): outcomes,
+    retries and `Pause` behave as there (a retry or pause that is due at once runs
+    again at once; a later one waits, for `venturi.testing.advance`), and kinds with
+    limits run within them. A workflow's jobs run as they are written, parents first.
+    A handler's exception (other than `Retry` and `Pause`) is raised in the test after
+    its run is recorded, unless ``raise_failures`` is False. Each enqueue also runs any
+    other job already due. A job enqueued on a caller's connection runs once that
+    transaction is committed (at the next enqueue, `advance`, or the end of the block);
+    ``same_transaction`` says the queue's own store works in that transaction, so it
+    runs at once. Not thread-safe: switch modes while no other thread uses the queue.
     """
-    if _inline_store(queue) is not None:
+    if _inline_mode(queue) is not None:
         yield queue
         return
     stop = start_inline(queue, raise_failures=raise_failures, same_transaction=same_transaction)
@@ -119,22 +107,17 @@ def start_inline(
     """Put ``queue`` in inline mode until the returned function is called (`inline`
     as a context manager does both; this serves settings such as Flask's
     ``VENTURI_TESTING``, which switch a queue for good)."""
-    if _inline_store(queue) is not None:
+    if _inline_mode(queue) is not None:
         return lambda: None
-    wrapper = InlineStore(queue.store, queue, raise_failures, same_transaction)
-    queue.store = wrapper
-
-    def stop() -> None:
-        # Layers added since (tracing) stay; only the inline one goes.
-        queue.store = _without(queue.store, wrapper)
-
-    return stop
+    mode = InlineMode(queue, raise_failures, same_transaction)
+    queue.add_hook(mode)
+    return functools.partial(queue.remove_hook, mode)
 
 
 @contextmanager
 def manual(queue: Queue) -> Iterator[Queue]:
     """Let jobs wait until `queue.drain()` (the default mode), also inside `inline`."""
-    found = _inline_store(queue)
+    found = _inline_mode(queue)
     if found is None:
         yield queue
         return
@@ -146,42 +129,18 @@ def manual(queue: Queue) -> Iterator[Queue]:
 
 
 def run_due(queue: Queue, *, raise_failures: bool = True) -> int:
-    """Run every due job of the queue's registered kinds in this thread, as `Queue.drain`
-    does; returns the number of runs. With ``raise_failures`` a run whose handler raised
-    (other than `Retry` and `Pause`) raises that exception once its run is recorded."""
-    leases = {kind: d.lease for kind, d in queue.definitions.items()}
-    runs = 0
-    while leases:
-        jobs = queue.store.claim(INLINE_RUNNER, leases, 1)
-        if not jobs:
-            return runs
-        job = jobs[0]
-        raised: list[BaseException] = []
-        definition = _recording(queue.definitions[job.kind], raised)
-        claim = Claim.of(job)
+    """Run every due job of the queue's registered kinds in this thread, by the runner
+    of `Queue.drain`; returns the number of runs. With ``raise_failures`` a run whose
+    handler raised (other than `Retry` and `Pause`) raises that exception once its run
+    is recorded, and no further job runs."""
+    raised: list[BaseException] = []
+    definitions = {kind: _recording(d, raised) for kind, d in queue.definitions.items()}
 
-        def extend(claim: Claim = claim, lease: float = leases[job.kind]) -> bool:
-            return queue.store.extend_lease([(claim, lease)]).kept(claim.job_id)
-
-        try:
-            settlement = run_inline(
-                queue.store,
-                definition,
-                JobContext(
-                    job,
-                    extend=extend,
-                    parents=functools.partial(queue.store.parent_results, job.id),
-                ),
-            )
-        except BaseException:
-            queue.store.settle(claim, Settlement.release("inline run interrupted"))
-            raise
-        if settlement is not None:
-            queue.store.settle(claim, settlement)
-        runs += 1
+    def raise_failure() -> None:
         if raised and raise_failures:
             raise raised[0]
-    return runs
+
+    return drain(queue.store, definitions, None, 0.0, worker=INLINE_RUNNER, after_run=raise_failure)
 
 
 def _recording(definition: JobDefinition, raised: list[BaseException]) -> JobDefinition:
@@ -208,18 +167,8 @@ def set_mode(queue: Queue, mode: str, *, same_transaction: bool = False) -> None
     if mode == "inline":
         start_inline(queue, same_transaction=same_transaction)
     elif mode == "manual":
-        found = _inline_store(queue)
+        found = _inline_mode(queue)
         if found is not None:
-            queue.store = _without(queue.store, found)
+            queue.remove_hook(found)
     else:
         raise ValueError(f"testing mode must be 'inline' or 'manual', got {mode!r}")
-
-
-def _without(store: Store, layer: InlineStore) -> Store:
-    """``store`` with the inline layer taken out, the layers around it kept."""
-    if store is layer:
-        return layer.inner
-    if not isinstance(store, StoreWrapper):
-        return store  # taken out already
-    store.inner = _without(store.inner, layer)
-    return store

@@ -85,6 +85,8 @@ def _pointed_at(queue: Queue, store: Store) -> Iterator[None]:
     # Reads too: a read store (``read_dsn``) knows neither the fresh prefix nor the test's
     # uncommitted jobs.
     saved = queue.store, queue.read_store
+    for hook in queue.store.hooks:  # an instrumented queue stays instrumented
+        store.hooks.add(hook)
     queue.store, queue.read_store = store, None
     try:
         yield

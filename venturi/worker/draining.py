@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from venturi.context import JobContext
@@ -26,12 +26,17 @@ def drain(
     definitions: Mapping[str, JobDefinition],
     kinds: Sequence[str] | None,
     wait_for: float,
+    *,
+    worker: str | None = None,
+    after_run: Callable[[], None] | None = None,
 ) -> int:
     """Run every due job of ``kinds`` (default: all registered) until none is left, and
     until ``wait_for`` seconds from now those that come due by then; returns runs.
 
     Kinds with limits, in this process's registrations or in the database, are claimed
-    within them; paused kinds are not run.
+    within them; paused kinds are not run. Runs are claimed as ``worker`` (default
+    ``drain:<host:pid>``); ``after_run`` is called after each settled run, and what it
+    raises ends the drain (the inline test mode raises a handler's failure so).
     """
     wanted = list(kinds) if kinds is not None else list(definitions)
     unknown = [k for k in wanted if k not in definitions]
@@ -41,7 +46,7 @@ def drain(
     limited = {k for k in wanted if definitions[k].limits.limited}
     limited |= {state.kind for state in store.kinds() if state.limited}
     deadline = time.monotonic() + wait_for
-    name = f"drain:{default_name()}"
+    name = worker if worker is not None else f"drain:{default_name()}"
     pause = threading.Event()
     runs = 0
     while leases:
@@ -49,6 +54,8 @@ def drain(
         if jobs:
             run_claimed(store, definitions[jobs[0].kind], jobs[0], leases[jobs[0].kind])
             runs += 1
+            if after_run is not None:
+                after_run()
             continue
         left = deadline - time.monotonic()
         until = store.seconds_until_visible(list(leases))
