@@ -230,3 +230,16 @@ def test_migration_0011_keeps_the_journal_rows_written_before_it(
         store.check_schema()
     finally:
         probe.close()
+
+
+def test_a_transactional_runs_facts_are_journaled_with_its_completion(queue: Queue) -> None:
+    @queue.job("booked", transactional=True, context=True)
+    def booked(ctx: JobContext) -> None:
+        ctx.conn.execute("SELECT 1")
+        ctx.facts["integration"] = {"rows": 1}
+
+    job_id = booked.enqueue()
+    queue.drain()
+    [entry] = queue.journal(job_id)
+    assert entry.outcome is Outcome.COMPLETED
+    assert entry.facts is not None and entry.facts["integration"] == {"rows": 1}
