@@ -180,10 +180,13 @@ def test_a_handlers_facts_are_journaled_with_its_run(queue: Queue) -> None:
     assert entry.facts["integration"] == {"started_at": "2026-01-02T03:04:05+00:00"}
 
 
-def test_a_handlers_facts_that_are_not_json_fail_the_run_with_a_note(queue: Queue) -> None:
+@pytest.mark.parametrize("value", [object(), "NUL \x00 inside"], ids=["object", "nul"])
+def test_a_handlers_facts_that_jsonb_refuses_fail_the_run_with_a_note(
+    queue: Queue, value: object
+) -> None:
     @queue.job("odd", context=True, max_attempts=1)
     def odd(ctx: JobContext) -> None:
-        ctx.facts["when"] = object()
+        ctx.facts["when"] = value
 
     job_id = odd.enqueue()
     queue.drain()
