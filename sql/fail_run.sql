@@ -3,7 +3,8 @@
 -- then, so a heartbeat or settlement that got there first wins). The job re-pends after
 -- %(delay)s seconds (giving up a dedup key a newer pending job holds), or goes dead once
 -- failure_count reaches max_attempts, so a job that kills its worker cannot loop forever.
--- Parameters: id, owner, run, lapsed (bool), delay, set_carry (bool), carry (JSON text), note.
+-- Parameters: id, owner, run, lapsed (bool), delay, set_carry (bool), carry (JSON text), note,
+-- facts (fragment run_facts; the reaper's say the run was lost).
 -- Returns: the journal outcome (retried, recovered or dead) when applied; one NULL when
 -- another session held the row locked (nothing changed; try again); no row when fenced out.
 WITH batch AS {one_run},
@@ -24,12 +25,13 @@ settled AS (
     RETURNING j.id, j.kind, j.run_count, j.status, j.has_children, j.awaited
 ),
 journaled AS (
-    INSERT INTO {journal} (job_id, kind, run_no, outcome, note)
+    INSERT INTO {journal} (job_id, kind, run_no, outcome, note, facts)
     SELECT id, kind, run_count,
            CASE WHEN status = 'dead' THEN 'dead' WHEN %(lapsed)s THEN 'recovered'
                 ELSE 'retried' END,
            %(note)s || CASE WHEN status = 'dead' AND %(lapsed)s THEN '; max_attempts reached'
-                            ELSE '' END
+                            ELSE '' END,
+           {run_facts}
     FROM settled
     RETURNING kind, outcome
 ),

@@ -8,14 +8,15 @@
 -- handler's transaction began. Children of the completed jobs that have any are
 -- released, and waiters of awaited ones woken, in this transaction (fragment jobs_finished).
 -- Parameters: ids (uuid[]), owners (text[]), runs (int[]), attachments (JSON text[]),
--- notes (text[]), all sent in binary ("b" placeholders: no per-element quoting here);
+-- notes (text[]), facts (JSON text[]: each run's facts, the worker's name added as in
+-- fragment run_facts), all sent in binary ("b" placeholders: no per-element quoting here);
 -- within_lease (boolean).
 -- Returns: (id, true) for each completion applied; (id, false) for a run still held
 -- whose row was locked (nothing changed); a missing id was fenced out.
 WITH batch AS (
     SELECT * FROM unnest(%(ids)b::uuid[], %(owners)b::text[], %(runs)b::integer[],
-                         %(attachments)b::jsonb[], %(notes)b::text[])
-        AS b (id, owner, run, attachment, note)
+                         %(attachments)b::jsonb[], %(notes)b::text[], %(facts)b::jsonb[])
+        AS b (id, owner, run, attachment, note, facts)
 ),
 {locked_runs},
 settled AS (
@@ -25,11 +26,12 @@ settled AS (
     WHERE j.id = b.id
       AND (NOT %(within_lease)s::boolean OR j.claim_expires_at > statement_timestamp())
     RETURNING j.id, j.kind, j.run_count, j.status, b.attachment, b.note, j.has_children,
-              j.awaited
+              j.awaited, b.owner, b.facts
 ),
 journaled AS (
-    INSERT INTO {journal} (job_id, kind, run_no, outcome, note, attachment, recorded_at)
-    SELECT id, kind, run_count, 'completed', note, attachment, statement_timestamp()
+    INSERT INTO {journal} (job_id, kind, run_no, outcome, note, attachment, recorded_at, facts)
+    SELECT id, kind, run_count, 'completed', note, attachment, statement_timestamp(),
+           coalesce(facts, '{{}}') || jsonb_build_object('worker', owner)
     FROM settled
 ),
 -- Reads `settled` as a whole, so it runs once the whole batch is settled.

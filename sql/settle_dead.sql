@@ -1,5 +1,5 @@
 -- Marks a claimed run dead at once (poison input). Fenced by owner, run epoch, status.
--- Parameters: id, owner, run, note. Returns: the journal outcome when applied.
+-- Parameters: id, owner, run, note, facts (fragment run_facts). Returns: the journal outcome when applied.
 -- Its waiting children are settled as children of a dead parent, and its waiters woken.
 WITH settled AS (
     UPDATE {jobs} AS j
@@ -9,8 +9,8 @@ WITH settled AS (
     RETURNING j.id, j.kind, j.run_count, j.status, j.has_children, j.awaited
 ),
 journaled AS (
-    INSERT INTO {journal} (job_id, kind, run_no, outcome, note)
-    SELECT id, kind, run_count, 'dead', %(note)s FROM settled
+    INSERT INTO {journal} (job_id, kind, run_no, outcome, note, facts)
+    SELECT id, kind, run_count, 'dead', %(note)s, {run_facts} FROM settled
     RETURNING kind, outcome
 ),
 {jobs_finished}

@@ -1,6 +1,7 @@
 -- Re-pends a claimed run without counting a failure, visible at %(at)s or after
 -- %(delay)s seconds, optionally storing a new carry. Fenced by owner, run epoch, status.
--- Parameters: id, owner, run, delay, at, set_carry, carry, note.
+-- Parameters: id, owner, run, delay, at, set_carry, carry, note, facts
+-- (fragment run_facts).
 -- Returns: the journal outcome when applied; no row when fenced out.
 WITH settled AS (
     UPDATE {jobs} AS j
@@ -15,8 +16,8 @@ WITH settled AS (
     RETURNING j.id, j.kind, j.run_count, j.status
 ),
 journaled AS (
-    INSERT INTO {journal} (job_id, kind, run_no, outcome, note)
-    SELECT id, kind, run_count, 'paused', %(note)s FROM settled
+    INSERT INTO {journal} (job_id, kind, run_no, outcome, note, facts)
+    SELECT id, kind, run_count, 'paused', %(note)s, {run_facts} FROM settled
     RETURNING kind, outcome
 )
 SELECT journaled.outcome

@@ -29,11 +29,16 @@ class JobContext:
     ``stopping`` is set when the worker is stopping, the job was cancelled, its lease was
     lost or its timeout passed: a long handler checks it and returns, or raises `Pause`
     with a ``carry`` checkpoint.
+
+    ``facts`` (JSON-serialisable values by key) are written with this run's journal row,
+    as data code reads back (`JournalRecord.facts`), where ``notes`` are for people: an
+    integration keeps its own under one key of its name.
     """
 
     job: JobRecord
     stopping: threading.Event = attrs.field(factory=StopEvent)
     notes: list[str] = attrs.field(factory=list)
+    facts: dict[str, Any] = attrs.field(factory=dict)
     attachment: Any = None
     _extend: Callable[[], bool] | None = attrs.field(default=None, alias="extend")
     _conn: psycopg.Connection[Any] | None = attrs.field(default=None, init=False)

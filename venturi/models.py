@@ -295,12 +295,15 @@ class JournalRecord:
     outcome: Outcome
     note: str | None
     attachment: Any
+    #: What code reads about the run, as data, or None: ``worker`` on every settlement,
+    #: ``error`` (``type``, ``message``) on a failure from an exception, ``lost`` on the
+    #: reaper's rows, an integration's own keys (`venturi.contrib.django`: ``django_task``).
+    facts: Mapping[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> JournalRecord:
-        return cls(
-            row[0], ULID.from_uuid(row[1]), row[2], row[3], row[4], Outcome(row[5]), row[6], row[7]
-        )
+        job_id, outcome = ULID.from_uuid(row[1]), Outcome(row[5])
+        return cls(row[0], job_id, row[2], row[3], row[4], outcome, row[6], row[7], row[8])
 
 
 def _cursor_id(value: JobId) -> ULID:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -31,6 +31,12 @@ from venturi.payload import encode_json
 MAX_NOTE_CHARS: Final = 16_000
 # What PostgreSQL's text cannot hold: NUL, and surrogates (no UTF-8 encodes them).
 _UNSTORABLE: Final = re.compile("[\x00\ud800-\udfff]")
+
+
+# The journal facts of the reaper's recovery rows (outcome recovered, or dead once
+# max_attempts is reached): the run's worker lost it, its lease lapsed (crashed or stuck).
+LOST_FACTS: Final = {"lost": "lease expired"}
+LOST_FACTS_JSON: Final = encode_json(LOST_FACTS, "facts")
 
 
 def _storable_char(match: re.Match[str]) -> str:
@@ -117,6 +123,9 @@ class Settlement:
     # Made storable on the way in (`storable_text`): whatever text a handler hands back.
     note: str | None = attrs.field(default=None, converter=_storable_note)
     attachment: Any = None
+    # What code reads about the run, as data (the journal's ``facts``; the store adds
+    # ``worker``): ``error`` for a failure from an exception, an integration's own keys.
+    facts: Mapping[str, Any] | None = None
 
     # Encoded once, when the worker checks the outcome is storable, and reused by the
     # store's statement: a completion's attachment is never serialised twice.
@@ -132,6 +141,11 @@ class Settlement:
         """The attachment as JSON text, or None; raises `InvalidPayload` if unstorable."""
         return None if self.attachment is None else encode_json(self.attachment, "attachment")
 
+    @functools.cached_property
+    def facts_json(self) -> str | None:
+        """The facts as JSON text, or None; raises `InvalidPayload` if unstorable."""
+        return None if not self.facts else encode_json(dict(self.facts), "facts")
+
     @property
     def requested(self) -> Outcome:
         """The journal outcome this settlement asks for. What applied is the store's
@@ -139,15 +153,22 @@ class Settlement:
         return _OUTCOMES[self.action]
 
     @classmethod
-    def complete(cls, attachment: Any = None, note: str | None = None) -> Settlement:
-        return cls(SettleAction.COMPLETE, attachment=attachment, note=note)
+    def complete(
+        cls, attachment: Any = None, note: str | None = None, facts: Mapping[str, Any] | None = None
+    ) -> Settlement:
+        return cls(SettleAction.COMPLETE, attachment=attachment, note=note, facts=facts)
 
     @classmethod
-    def retry(cls, delay: Duration = 0, carry: Any = KEEP, note: str | None = None) -> Settlement:
+    def retry(
+        cls,
+        delay: Duration = 0,
+        carry: Any = KEEP,
+        note: str | None = None,
+        facts: Mapping[str, Any] | None = None,
+    ) -> Settlement:
         """Count a failure and re-pend after ``delay``; dead once max_attempts is reached."""
-        return cls(
-            SettleAction.RETRY, delay=delay_seconds(delay, "retry delay"), carry=carry, note=note
-        )
+        seconds = delay_seconds(delay, "retry delay")
+        return cls(SettleAction.RETRY, delay=seconds, carry=carry, note=note, facts=facts)
 
     @classmethod
     def pause(
@@ -156,33 +177,38 @@ class Settlement:
         at: datetime | None = None,
         carry: Any = KEEP,
         note: str | None = None,
+        facts: Mapping[str, Any] | None = None,
     ) -> Settlement:
         """Re-pend without counting a failure, visible after ``delay`` or at ``at``."""
         if delay is not None and at is not None:
             raise InvalidJob("give either after or until, not both")
         if at is not None:
             require_storable(at, "until")
-            return cls(SettleAction.PAUSE, at=at, carry=carry, note=note)
+            return cls(SettleAction.PAUSE, at=at, carry=carry, note=note, facts=facts)
         seconds = 0.0 if delay is None else delay_seconds(delay, "pause delay")
-        return cls(SettleAction.PAUSE, delay=seconds, carry=carry, note=note)
+        return cls(SettleAction.PAUSE, delay=seconds, carry=carry, note=note, facts=facts)
 
     @classmethod
-    def dead(cls, note: str | None = None) -> Settlement:
-        return cls(SettleAction.DEAD, note=note)
+    def dead(cls, note: str | None = None, facts: Mapping[str, Any] | None = None) -> Settlement:
+        return cls(SettleAction.DEAD, note=note, facts=facts)
 
     @classmethod
-    def release(cls, note: str | None = None) -> Settlement:
+    def release(cls, note: str | None = None, facts: Mapping[str, Any] | None = None) -> Settlement:
         """Hand a claimed job back untouched (never started, or stopping)."""
-        return cls(SettleAction.RELEASE, note=note)
+        return cls(SettleAction.RELEASE, note=note, facts=facts)
 
     def fallback(self, refusal: str) -> Settlement:
         """The same outcome in a form any database stores, for when it refused this one
-        (``refusal`` says why): no attachment, the carry left as it was, the delay within
-        `MAX_DELAY_SECONDS`, and a note in ASCII that says what was dropped, followed by
-        as much of this one's note as fits. A completion stays a completion, a failure
-        the same failure: the run is settled, never left for its lease to lapse."""
+        (``refusal`` says why): no attachment, the carry left as it was, no facts but the
+        failure's ``error`` in ASCII, the delay within `MAX_DELAY_SECONDS`, and a note in
+        ASCII that says what was dropped, followed by as much of this one's note as fits.
+        A completion stays a completion, a failure the same failure: the run is settled,
+        never left for its lease to lapse."""
         dropped = ["the result" if self.attachment is not None else ""]
         dropped.append("the carry" if self.carry is not KEEP else "")
+        facts = _storable_error(self.facts)
+        if self.facts and set(self.facts) - set(facts or {}):
+            dropped.append("the facts")
         at = self.at if self.at is not None and EARLIEST <= self.at <= LATEST else None
         delay = None if self.delay is None else min(self.delay, float(MAX_DELAY_SECONDS))
         if at is None and self.at is not None:
@@ -194,7 +220,24 @@ class Settlement:
         note = f"this run's settlement could not be stored ({refusal}); {written}"
         if self.note:
             note = f"{note}\n{self.note}"
-        return Settlement(self.action, delay=delay, at=at, note=storable_text(_ascii(note)))
+        return Settlement(
+            self.action, delay=delay, at=at, note=storable_text(_ascii(note)), facts=facts
+        )
+
+
+def error_facts(exc: BaseException, message: str) -> dict[str, Any]:
+    """The journal facts of a run that raised ``exc``: ``{"error": {"type", "message"}}``,
+    the type as its import path (``module.QualName``), both storable."""
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    return {"error": {"type": storable_text(kind), "message": storable_text(message)}}
+
+
+def _storable_error(facts: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Only the ``error`` of ``facts``, in ASCII (what any database stores), or None."""
+    error = None if facts is None else facts.get("error")
+    if not isinstance(error, Mapping):
+        return None
+    return {"error": {str(k): _ascii(storable_text(str(v))) for k, v in error.items()}}
 
 
 @attrs.frozen

@@ -174,6 +174,7 @@ def completion_params(
         "runs": [c.run_count for c, _ in items],
         "attachments": [s.attachment_json for _, s in items],
         "notes": [s.note for _, s in items],
+        "facts": [s.facts_json for _, s in items],
         "within_lease": within_lease,
     }
 

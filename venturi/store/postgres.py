@@ -16,7 +16,15 @@ from venturi.errors import ConfigurationError, InvalidJob, StoreError
 from venturi.models import SMALLINT_MIN, JobRecord, NewJob, Outcome
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
-from venturi.settlements import BUSY, BatchOutcome, Busy, Claim, SettleAction, Settlement
+from venturi.settlements import (
+    BUSY,
+    LOST_FACTS_JSON,
+    BatchOutcome,
+    Busy,
+    Claim,
+    SettleAction,
+    Settlement,
+)
 from venturi.store import migrations, retrying, sqlfiles
 from venturi.store.dependencies import Dependencies
 from venturi.store.dsn import connect_defaults, parse_dsn
@@ -385,6 +393,7 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
             "set_carry": False,
             "carry": None,
             "note": f"lease held by {job.claimed_by or '?'} expired",
+            "facts": LOST_FACTS_JSON,
         }
         outcome = self._repend("fail_run", params)
         # A row locked meanwhile is left for the next scan: one lock never stalls the reaper.

@@ -41,6 +41,7 @@ def settle_params(claim: Claim, settlement: Settlement) -> dict[str, Any]:
         "set_carry": carry is not None,
         "carry": carry,
         "note": settlement.note,
+        "facts": settlement.facts_json,
     }
 
 

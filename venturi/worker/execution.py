@@ -15,7 +15,7 @@ from venturi.models import JobRecord
 from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import JobDefinition
 from venturi.schedules import SLOT_PARAMETER, with_slot_time
-from venturi.settlements import Settlement, storable_text
+from venturi.settlements import Settlement, error_facts, storable_text
 
 logger = logging.getLogger("venturi.worker")
 
@@ -32,9 +32,12 @@ def execute(definition: JobDefinition, ctx: JobContext) -> Settlement:
     try:
         _ = settlement.attachment_json
         _check_size(settlement.carry_json, "carry", definition.max_result_bytes)
+        _ = settlement.facts_json
     except InvalidPayload as exc:
         note = _join(settlement.note, f"run outcome not storable: {exc}")
-        return Settlement.retry(_backoff(definition, ctx.job), note=note)
+        return Settlement.retry(
+            _backoff(definition, ctx.job), note=note, facts=_storable(settlement)
+        )
     return settlement
 
 
@@ -61,11 +64,14 @@ def _run_handler(definition: JobDefinition, ctx: JobContext) -> Settlement:
             result = finish(definition.func(**arguments))
     except Retry as exc:
         after = exc.after if exc.after is not None else _backoff(definition, job)
-        return Settlement.retry(after, carry=exc.carry, note=_note(ctx, exc.note))
+        return Settlement.retry(
+            after, carry=exc.carry, note=_note(ctx, exc.note), facts=_facts(ctx)
+        )
     except Pause as exc:
-        return Settlement.pause(exc.after, exc.until, carry=exc.carry, note=_note(ctx, exc.note))
+        note = _note(ctx, exc.note)
+        return Settlement.pause(exc.after, exc.until, carry=exc.carry, note=note, facts=_facts(ctx))
     except Fail as exc:
-        return Settlement.dead(note=_note(ctx, exc.note))
+        return Settlement.dead(note=_note(ctx, exc.note), facts=_facts(ctx))
     except Exception as exc:
         return failed(definition, ctx, exc)
     finally:
@@ -76,17 +82,19 @@ def _run_handler(definition: JobDefinition, ctx: JobContext) -> Settlement:
 def failed(definition: JobDefinition, ctx: JobContext, exc: BaseException) -> Settlement:
     """A retry (dead past max_attempts) noting the exception's type, message, traceback."""
     job = ctx.job
+    message = _message(exc)
     logger.warning(
         "job %s (%s) attempt %d raised %s: %s",
         job.id,
         job.kind,
         job.run_count,
         type(exc).__name__,
-        storable_text(_message(exc)),  # one line of the log, cut as the journal's note is
+        storable_text(message),  # one line of the log, cut as the journal's note is
         extra=job_extra(job),
     )
     text = "".join(traceback.format_exception(exc))
-    return Settlement.retry(_backoff(definition, job), note=_note(ctx, text))
+    facts = {**ctx.facts, **error_facts(exc, message)}
+    return Settlement.retry(_backoff(definition, job), note=_note(ctx, text), facts=facts)
 
 
 def _message(exc: BaseException) -> str:
@@ -106,17 +114,19 @@ def _backoff(definition: JobDefinition, job: JobRecord) -> float:
 
 def _completed(definition: JobDefinition, ctx: JobContext, result: Any) -> Settlement:
     attachment = result if result is not None else ctx.attachment
-    settlement = Settlement.complete(attachment=attachment, note=_note(ctx, None))
+    facts = _facts(ctx)
+    settlement = Settlement.complete(attachment=attachment, note=_note(ctx, None), facts=facts)
     try:
         text = settlement.attachment_json  # encoded once here, reused by the store
     except InvalidPayload as exc:
         note = _join(settlement.note, f"return value not kept: not JSON-serialisable ({exc})")
-        return Settlement.complete(note=note)
+        return Settlement.complete(note=note, facts=facts)
     try:
         _check_size(text, "result", definition.max_result_bytes)
     except InvalidPayload as exc:
         # Dead, as Fail would be: the same input would make the same result again.
-        return Settlement.dead(note=_join(settlement.note, f"{exc}; the job is dead"))
+        note = _join(settlement.note, f"{exc}; the job is dead")
+        return Settlement.dead(note=note, facts=facts)
     return settlement
 
 
@@ -130,6 +140,19 @@ def _check_size(text: str | None, field: str, limit: int) -> None:
             f"{field} is {size} bytes of JSON, {size - limit} over the limit "
             f"(max_result_bytes={limit}); not kept"
         )
+
+
+def _facts(ctx: JobContext) -> dict[str, Any] | None:
+    return dict(ctx.facts) if ctx.facts else None
+
+
+def _storable(settlement: Settlement) -> dict[str, Any] | None:
+    """The settlement's facts if they encode as JSON, else None (they were what failed)."""
+    try:
+        _ = settlement.facts_json
+    except InvalidPayload:
+        return None
+    return None if settlement.facts is None else dict(settlement.facts)
 
 
 def _note(ctx: JobContext, text: str | None) -> str | None:

@@ -1,13 +1,12 @@
 """What the ``django.tasks`` backend reads back: task kinds, and a ``TaskResult`` built
-from a task's job row and its journal (one line of facts per run: worker, start,
-exception class)."""
+from a task's job row and its journal's facts (`JournalRecord.facts`): each run's
+``worker`` and the backend's own ``django_task`` facts (start, exception class path,
+traceback), and the reaper's ``lost`` for a run its worker lost. Notes are never read."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -20,8 +19,8 @@ from django.utils.module_loading import import_string
 from venturi.models import JobRecord, JobStatus, JournalRecord, Outcome
 
 KIND_PREFIX: Final = "django.tasks"
-HEADER: Final = "django-task "  # first line of each run's journal note, then JSON facts
-_LOST: Final = re.compile(r"^lease held by (.+?) expired")
+# The key of the backend's own facts in a run's journal facts.
+FACTS_KEY: Final = "django_task"
 _STATUS: Final = {
     JobStatus.PENDING: TaskResultStatus.READY,
     JobStatus.WAITING: TaskResultStatus.READY,  # queued behind its parents
@@ -76,27 +75,26 @@ def load_task(job: JobRecord) -> Task[..., Any]:
     )
 
 
-def _facts(record: JournalRecord) -> dict[str, Any] | None:
-    if record.note is None or not record.note.startswith(HEADER):
-        return None
-    first = record.note.split("\n", 1)[0]
-    try:
-        facts = json.loads(first.removeprefix(HEADER))
-    except ValueError:
-        return None
-    return facts if isinstance(facts, dict) else None
+def _task_facts(record: JournalRecord) -> Mapping[str, Any] | None:
+    """The backend's facts of a run that `run_task` ended, or None."""
+    facts = None if record.facts is None else record.facts.get(FACTS_KEY)
+    return facts if isinstance(facts, Mapping) else None
 
 
-def _error(record: JournalRecord, facts: dict[str, Any] | None) -> TaskError:
-    note = record.note or ""
+def _lost(record: JournalRecord) -> bool:
+    """The row is the reaper's, for a run whose worker lost it."""
+    return record.facts is not None and bool(record.facts.get("lost"))
+
+
+def _error(record: JournalRecord, facts: Mapping[str, Any] | None) -> TaskError:
     if facts is not None and facts.get("exception_class_path"):
         return TaskError(
             exception_class_path=str(facts["exception_class_path"]),
-            traceback=note.split("\n", 1)[1] if "\n" in note else "",
+            traceback=str(facts.get("traceback", "")),
         )
     return TaskError(
         exception_class_path=f"{TaskRunLost.__module__}.{TaskRunLost.__qualname__}",
-        traceback=note,
+        traceback=record.note or "",
     )
 
 
@@ -107,14 +105,13 @@ def build_result(job: JobRecord, journal: Sequence[JournalRecord]) -> TaskResult
     starts: list[datetime] = []
     value: Any = None
     for record in journal:
-        facts = _facts(record)
-        lost = _LOST.match(record.note or "") if facts is None else None
+        facts = _task_facts(record)
+        lost = facts is None and _lost(record)
+        if facts is not None or lost:
+            workers.append(str((record.facts or {}).get("worker")))
         if facts is not None:
-            workers.append(str(facts.get("worker_id")))
             starts.append(datetime.fromisoformat(str(facts["started_at"])))
-        elif lost is not None:
-            workers.append(lost.group(1))
-        if record.outcome in _FAILED_RUNS and (facts is not None or lost is not None):
+        if record.outcome in _FAILED_RUNS and (facts is not None or lost):
             errors.append(_error(record, facts))
         if record.outcome is Outcome.COMPLETED:
             value = record.attachment

@@ -18,14 +18,14 @@ has its task taken back by the reaper; every exception but ``KeyboardInterrupt``
 ``KeyboardInterrupt`` passes through in the main thread (``drain``, the inline test
 mode), where it may be Ctrl-C; in a worker's handler thread, which no signal reaches,
 the task raised it itself and it is a failure too.
-Each run writes one journal line of facts (worker, start, exception class) from which
-`VenturiBackend.get_result` rebuilds ``errors``, ``worker_ids`` and times (see
-`venturi.contrib.django.task_results`).
+Each run keeps its facts (start; a failure's exception class path and traceback) in its
+journal row's ``facts``, under ``django_task``, beside the worker venturi records; from
+them `VenturiBackend.get_result` rebuilds ``errors``, ``worker_ids`` and times (see
+`venturi.contrib.django.task_results`). The notes stay for people.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import traceback
 from collections.abc import Mapping
@@ -49,12 +49,13 @@ from venturi.context import JobContext
 from venturi.errors import ConfigurationError, InvalidJob
 from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import DEFAULT_LEASE
+from venturi.settlements import error_facts, storable_text
 
 from .conf import SettingsError
 from .queue import database_alias, django_connection, enqueue, get_queue, registry
 from .queue import job as register_job
 from .task_results import (
-    HEADER,
+    FACTS_KEY,
     TaskRunLost,
     build_result,
     django_time,
@@ -248,7 +249,8 @@ def run_task(
     except ValueError as exc:
         raise Fail(str(exc)) from None
     started = timezone.now()
-    facts: dict[str, Any] = {"worker_id": job.claimed_by, "started_at": started.isoformat()}
+    # Written with whatever settlement ends this run (completed, retried, paused, dead).
+    ctx.facts[FACTS_KEY] = {"started_at": started.isoformat()}
     running = evolve(
         result,
         status=TaskResultStatus.RUNNING,
@@ -263,20 +265,25 @@ def run_task(
             raw = running.task.call(*args, **kwargs)
         value = normalize_json(raw)
     except Pause:
-        ctx.note(HEADER + json.dumps(facts))
-        raise
+        raise  # not a failure: its settlement journals the run's facts as they are
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt) and _in_main_thread():
             raise  # someone is stopping this process, as Django's ImmediateBackend has it
-        _failed(ctx, running, facts, exc)
+        _failed(ctx, running, exc)
         if isinstance(exc, Retry | Fail):
             raise
         raise Retry(note="".join(traceback.format_exception(exc))) from exc
-    ctx.note(HEADER + json.dumps(facts))
     done = evolve(running, status=TaskResultStatus.SUCCESSFUL, finished_at=timezone.now())
     done = with_value(done, value)
     task_finished.send(VenturiBackend, task_result=done)
     return value
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a task's exception whose __str__ itself fails
+        return f"<{type(exc).__name__}: str() failed>"
 
 
 def _in_main_thread() -> bool:
@@ -285,17 +292,16 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _failed(
-    ctx: JobContext, running: TaskResult[..., Any], facts: dict[str, Any], exc: BaseException
-) -> None:
-    """Journal a failed run's facts; when no attempt is left, send ``task_finished``."""
+def _failed(ctx: JobContext, running: TaskResult[..., Any], exc: BaseException) -> None:
+    """Keep a failed run's facts for its journal row; when no attempt is left, send
+    ``task_finished``."""
     path = f"{type(exc).__module__}.{type(exc).__qualname__}"
-    ctx.note(HEADER + json.dumps({**facts, "exception_class_path": path}))
+    text = storable_text("".join(traceback.format_exception(exc)))
+    facts = {**ctx.facts[FACTS_KEY], "exception_class_path": path, "traceback": text}
+    ctx.facts.update({FACTS_KEY: facts, **error_facts(exc, _message(exc))})
     job = ctx.job
     if isinstance(exc, Fail) or job.failure_count + 1 >= job.max_attempts:
-        error = TaskError(
-            exception_class_path=path, traceback="".join(traceback.format_exception(exc))
-        )
+        error = TaskError(exception_class_path=path, traceback=text)
         failed = evolve(
             running,
             status=TaskResultStatus.FAILED,
