@@ -22,7 +22,7 @@ _LISTEN_SLICE: Final = 5.0
 # Behind a transaction-pooling proxy nothing can LISTEN: the waiters' jobs are then read
 # this often instead.
 _POLL_INTERVAL: Final = 0.5
-_CONNECT_BACKOFF: Final = retrying.Backoff(base=0.1, cap=5.0)
+_CONNECT_BACKOFF: Final = retrying.RetryDelays(base=0.1, cap=5.0)
 
 
 class _Slot:

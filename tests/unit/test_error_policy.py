@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.support import wait_until
 from venturi.errors import SchemaError, StoreError, StoreUnavailable
-from venturi.store.retrying import Backoff, ErrorClass, classify
+from venturi.store.retrying import ErrorClass, RetryDelays, classify
 from venturi.worker.deadlines import Deadlines
 
 
@@ -21,7 +21,7 @@ def test_errors_that_are_not_the_database_s_are_the_statement_s() -> None:
 
 
 def test_backoff_grows_to_its_cap_with_jitter() -> None:
-    backoff = Backoff(base=0.1, cap=1.0)
+    backoff = RetryDelays(base=0.1, cap=1.0)
     assert backoff.delay(0) == 0.0
     for failures, ceiling in [(1, 0.1), (2, 0.2), (3, 0.4), (5, 1.0), (50, 1.0)]:
         delays = {backoff.delay(failures) for _ in range(50)}

@@ -13,7 +13,7 @@ import pytest
 
 from venturi.errors import SchemaError, StoreError, StoreUnavailable, WorkerFailed
 from venturi.store import retrying
-from venturi.store.retrying import Backoff, ErrorClass, classify, retry, store_error
+from venturi.store.retrying import ErrorClass, RetryDelays, classify, retry, store_error
 from venturi.worker import supervision
 
 
@@ -98,7 +98,7 @@ def _failing(conn: psycopg.Connection[Any], times: int, *statements: str) -> Cal
     return operation
 
 
-FAST = Backoff(base=0.001, cap=0.01)
+FAST = RetryDelays(base=0.001, cap=0.01)
 LOG = __import__("logging").getLogger("venturi.test")
 
 
@@ -146,7 +146,7 @@ def test_retry_does_not_repeat_a_write_whose_outcome_is_unknown(database_dsn: st
 
 @pytest.fixture
 def quick_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(supervision, "_RESTART_BACKOFF", Backoff(base=0.001, cap=0.001))
+    monkeypatch.setattr(supervision, "_RESTART_BACKOFF", RetryDelays(base=0.001, cap=0.001))
 
 
 class Recorder:

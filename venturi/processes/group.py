@@ -23,14 +23,14 @@ import attrs
 from venturi.errors import ConfigurationError, WorkerFailed
 from venturi.processes.children import ChildProcess, describe_exit
 from venturi.processes.recycling import RecyclePolicy
-from venturi.store.retrying import Backoff
+from venturi.store.retrying import RetryDelays
 
 logger = logging.getLogger("venturi.processes")
 
 # This many processes in a row ending before they were ready stop the group.
 START_FAILURE_LIMIT: Final = 3
 # A slot whose processes keep ending waits longer before each new start.
-RESTART_BACKOFF: Final = Backoff(base=0.5, cap=30.0)
+RESTART_BACKOFF: Final = RetryDelays(base=0.5, cap=30.0)
 RESTART_WINDOW: Final = 60.0
 # Past a stop's timeout, children get this long to release their jobs before SIGKILL.
 KILL_GRACE: Final = 15.0

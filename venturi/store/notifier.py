@@ -29,7 +29,7 @@ PING_INTERVAL = 15.0
 # stopped forwarding never answers, and its kernel still ACKs (so neither keepalives nor
 # tcp_user_timeout fire): without a deadline the ping, and the dispatcher, would hang.
 PING_TIMEOUT = 5.0
-_RECONNECT_BACKOFF = retrying.Backoff(base=0.1, cap=5.0)
+_RECONNECT_BACKOFF = retrying.RetryDelays(base=0.1, cap=5.0)
 _KEEPALIVES: dict[str, Any] = {
     "keepalives": 1,
     "keepalives_idle": 5,

@@ -150,7 +150,7 @@ def store_error(exc: psycopg.Error) -> StoreError:
 
 
 @attrs.frozen
-class Backoff:
+class RetryDelays:
     """Exponential delays with full jitter: the n-th consecutive failure waits a random
     time up to ``min(cap, base * 2**(n-1))``, so many clients failing together (a
     deadlock victim and its peers, every worker after a restart) do not retry in step."""
@@ -165,7 +165,7 @@ class Backoff:
         return random.uniform(ceiling / 2, ceiling)
 
 
-DEFAULT_BACKOFF: Final = Backoff()
+DEFAULT_BACKOFF: Final = RetryDelays()
 
 
 def retry(
@@ -175,7 +175,7 @@ def retry(
     logger: logging.Logger,
     deadline: float | None = None,
     stop: threading.Event | None = None,
-    backoff: Backoff = DEFAULT_BACKOFF,
+    backoff: RetryDelays = DEFAULT_BACKOFF,
     retry_unknown_outcome: bool = True,
 ) -> T:
     """Run ``operation``, retrying transient database errors with ``backoff``.

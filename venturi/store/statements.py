@@ -34,7 +34,7 @@ T = TypeVar("T")
 # the server is back. Giving up sooner lets the next request start a fresh attempt at
 # once: workers resume within seconds of the database, whatever the outage's length.
 RECONNECT_TIMEOUT: Final = 10.0
-BUSY_BACKOFF: Final = retrying.Backoff(base=0.01, cap=0.5)
+BUSY_BACKOFF: Final = retrying.RetryDelays(base=0.01, cap=0.5)
 
 
 def while_busy(step: Callable[[], T | Busy]) -> T:

@@ -28,7 +28,7 @@ Settled = Callable[[HeldJob, Settlement, Outcome | None], None]
 Dropped = Callable[[HeldJob, BaseException], None]
 Spawn = Callable[[str, Callable[[], object]], threading.Thread]
 Item = tuple[HeldJob, Settlement]
-_BUSY_BACKOFF: Final = retrying.Backoff(base=0.02, cap=1.0)
+_BUSY_BACKOFF: Final = retrying.RetryDelays(base=0.02, cap=1.0)
 
 
 @attrs.frozen

@@ -26,7 +26,7 @@ PROBE_TIMEOUT: Final = 2.0
 # flight, or a caller's open transaction); waiting a moment instead of zero keeps the
 # dispatcher from spinning until that lock goes. New work still wakes it by NOTIFY.
 MIN_IDLE_WAIT: Final = 0.05
-CLAIM_BACKOFF: Final = retrying.Backoff(base=1.0, cap=5.0)
+CLAIM_BACKOFF: Final = retrying.RetryDelays(base=1.0, cap=5.0)
 # Due jobs of a limited kind left unclaimed wait for a place: a run's end announces it by
 # NOTIFY and a rate's next room is computed; this is the fallback when neither comes.
 FLOW_RECHECK: Final = 1.0

@@ -12,7 +12,7 @@ from venturi.observations import WorkerPresence
 from venturi.store.protocol import Store
 from venturi.worker.execution import job_extra
 from venturi.worker.held import HeldJob, HeldJobs
-from venturi.worker.periodic import Periodic
+from venturi.worker.interval_loop import IntervalLoop
 
 logger = logging.getLogger("venturi.worker")
 
@@ -43,11 +43,11 @@ class Heartbeat:
             self.store.beat_worker(self.presence, sum(1 for h in held if h.running))
         return renewed
 
-    def periodic(self, every: float) -> Periodic:
+    def loop(self, every: float) -> IntervalLoop:
         """The loop that beats every ``every`` seconds, the first time at once (so the
         worker shows in the registry as it starts)."""
         # After a failed beat, try again within one interval: leases will not wait.
-        return Periodic(
+        return IntervalLoop(
             "venturi-heartbeat", self.run_once, every, logger, backoff_cap=every, paced=True
         )
 

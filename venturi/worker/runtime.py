@@ -35,8 +35,8 @@ from venturi.worker.flow import REFRESH_INTERVAL, FlowView
 from venturi.worker.handling import HandlerLoop, stop_timed_out
 from venturi.worker.heartbeat import Heartbeat
 from venturi.worker.held import HeldJob, HeldJobs
+from venturi.worker.interval_loop import IntervalLoop
 from venturi.worker.options import check_options, heartbeat_every_for, resolve_kinds, worker_name
-from venturi.worker.periodic import Periodic
 from venturi.worker.prefetch import Prefetch
 from venturi.worker.reaper import Reaper
 from venturi.worker.scheduler import scheduling_loops
@@ -135,7 +135,7 @@ class Worker:
         self._heartbeat: Heartbeat | None = None
         self._deadlines = Deadlines(stop_timed_out)
         self._handlers: HandlerLoop | None = None
-        self._periodics: list[tuple[Periodic, threading.Thread]] = []
+        self._loops: list[tuple[IntervalLoop, threading.Thread]] = []
         self._side_store: Store | None = None
         self._completer: Completer | None = None
         self._settler: Settler | None = None
@@ -154,9 +154,9 @@ class Worker:
     @property
     def healthy(self) -> bool:
         """Running, not failed, every one of its threads started and alive, and none of
-        its periodic loops failing (a scheduler whose schedules keep failing, say)."""
+        its interval loops failing (a scheduler whose schedules keep failing, say)."""
         running = self._state is _State.RUNNING and self.failure is None
-        loops = all(periodic.healthy for periodic, _ in self._periodics)
+        loops = all(loop.healthy for loop, _ in self._loops)
         return running and self._supervisor.all_running() and loops
 
     @property
@@ -223,14 +223,14 @@ class Worker:
         self._heartbeat = Heartbeat(self._side_store, self.held, self.events, presence)
         reaper = Reaper(self._side_store, self.definitions, self.events)
         side, reaper_log = self._side_store, logging.getLogger("venturi.reaper")
-        periodics = [
-            self._heartbeat.periodic(heartbeat_every),
-            Periodic("venturi-reaper", reaper.run_once, self.reaper_interval, reaper_log),
-            Periodic(
+        loops = [
+            self._heartbeat.loop(heartbeat_every),
+            IntervalLoop("venturi-reaper", reaper.run_once, self.reaper_interval, reaper_log),
+            IntervalLoop(
                 "venturi-flow", functools.partial(flow.refresh, side), REFRESH_INTERVAL, logger
             ),
         ]
-        periodics += scheduling_loops(
+        loops += scheduling_loops(
             self.store,
             side,
             self.schedules,
@@ -238,7 +238,7 @@ class Worker:
             stopping=self._stopping,
             events=self.events,
         )
-        self._periodics = [(p, spawn(p.name, p.run)) for p in periodics]
+        self._loops = [(loop, spawn(loop.name, loop.run)) for loop in loops]
         spawn("venturi-deadlines", self._deadlines.run)
         self._dispatcher = Dispatcher(
             self.store,
@@ -329,9 +329,9 @@ class Worker:
         # Flush settlements before the heartbeat stops, so their leases hold meanwhile.
         self._completer.stop(max(1.0, deadline - time.monotonic()))
         self._deadlines.stop()
-        for periodic, _ in self._periodics:
-            periodic.stop()
-        for _, thread in self._periodics:
+        for loop, _ in self._loops:
+            loop.stop()
+        for _, thread in self._loops:
             if thread is not threading.current_thread():
                 thread.join(5.0)
         if self._side_store is not None:

@@ -17,7 +17,7 @@ from venturi.retention import Retention
 from venturi.schedules import Schedule
 from venturi.store import retrying
 from venturi.store.protocol import Store
-from venturi.worker.periodic import FAILING_AFTER, Periodic
+from venturi.worker.interval_loop import FAILING_AFTER, IntervalLoop
 
 logger = logging.getLogger("venturi.scheduler")
 
@@ -192,7 +192,7 @@ def scheduling_loops(
     *,
     stopping: threading.Event,
     events: WorkerEvents,
-) -> list[Periodic]:
+) -> list[IntervalLoop]:
     """The scheduler's loop (on ``side_store``, beside the heartbeat) and, when the
     retention deletes anything, the pruner's (on a connection of its own for each prune,
     from ``store``)."""
@@ -202,11 +202,11 @@ def scheduling_loops(
     if retention is not None and retention.prunes:
         pruner = Pruner(store, retention, stopping, events)
         wanted.append(retention.schedule())
-        loops.append(Periodic("venturi-pruner", pruner.run_once, PRUNER_POLL, logger))
+        loops.append(IntervalLoop("venturi-pruner", pruner.run_once, PRUNER_POLL, logger))
     scheduler = Scheduler(side_store, wanted, pruner.request if pruner else lambda _: None, events)
     loops.insert(
         0,
-        Periodic(
+        IntervalLoop(
             "venturi-scheduler",
             scheduler.run_once,
             LONGEST_WAIT,

@@ -22,7 +22,7 @@ logger = logging.getLogger("venturi.worker")
 # More restarts than this within RESTART_WINDOW seconds and the worker gives up.
 RESTART_LIMIT: Final = 5
 RESTART_WINDOW: Final = 60.0
-_RESTART_BACKOFF: Final = retrying.Backoff(base=0.1, cap=5.0)
+_RESTART_BACKOFF: Final = retrying.RetryDelays(base=0.1, cap=5.0)
 
 
 @attrs.define(eq=False)

@@ -17,7 +17,7 @@ FAILING_AFTER: Final = 3
 
 
 @attrs.define(eq=False)
-class Periodic:
+class IntervalLoop:
     """Runs ``step`` every ``interval`` seconds in `run` (a supervised thread's body).
 
     The loop only times, stops and logs: a failing step is logged (a passing database
@@ -40,13 +40,13 @@ class Periodic:
     backoff_cap: float = attrs.field(default=30.0, kw_only=True)
     paced: bool = attrs.field(default=False, kw_only=True)
     sound: Callable[[], bool] = attrs.field(default=lambda: True, kw_only=True)
-    backoff: retrying.Backoff = attrs.field(init=False)
+    backoff: retrying.RetryDelays = attrs.field(init=False)
     _stop: threading.Event = attrs.field(init=False, factory=threading.Event)
     _failing: int = attrs.field(init=False, default=0)
 
     @backoff.default
-    def _backoff(self) -> retrying.Backoff:
-        return retrying.Backoff(base=min(self.interval, 1.0), cap=self.backoff_cap)
+    def _backoff(self) -> retrying.RetryDelays:
+        return retrying.RetryDelays(base=min(self.interval, 1.0), cap=self.backoff_cap)
 
     @property
     def healthy(self) -> bool:
