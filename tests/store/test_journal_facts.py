@@ -9,17 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
-from tests.support import Probe, wait_until
+from tests.support import Probe, migrate_before, wait_until
 from venturi import Queue
 from venturi.context import JobContext
 from venturi.errors import InvalidPayload
 from venturi.models import JobRecord, NewJob, Outcome
-from venturi.prefix import Prefix
 from venturi.settlements import Claim, Settlement
-from venturi.store import sqlfiles
 from venturi.store.migrations import known_migrations
 from venturi.store.postgres import PostgresStore
 
@@ -201,18 +198,8 @@ def test_migration_0011_keeps_the_journal_rows_written_before_it(
 ) -> None:
     """A prefix migrated by the code before 0011, with journal rows, gains the facts
     column with every row as it was and its facts null."""
-    earlier = [name for _, name in known_migrations() if name < "0011"]
     later = [name for _, name in known_migrations() if name >= "0011"]
-    assert later and later[0] == "0011_journal_facts"
-    schema = Prefix(prefix)
-    with psycopg.connect(database_dsn, autocommit=True) as conn:
-        conn.execute(sqlfiles.query("migration_history_create", schema))
-        for version, name in known_migrations():
-            if name in earlier:
-                conn.execute(sqlfiles.query(f"migrations/{name}", schema))
-                conn.execute(
-                    sqlfiles.query("migration_record", schema), {"version": version, "name": name}
-                )
+    assert migrate_before(database_dsn, prefix, "0011") == "0011_journal_facts"
     probe = Probe(database_dsn, prefix)
     columns = "id, job_id, kind, run_no, recorded_at, outcome, note, attachment"
     try:

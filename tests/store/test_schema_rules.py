@@ -11,10 +11,9 @@ import psycopg
 import pytest
 from psycopg import errors
 
-from tests.support import Probe
+from tests.support import Probe, migrate_before
 from venturi.models import JobStatus, NewJob
 from venturi.prefix import Prefix
-from venturi.store import sqlfiles
 from venturi.store.migrations import known_migrations
 from venturi.store.postgres import PostgresStore
 
@@ -128,18 +127,8 @@ def test_the_move_to_domains_keeps_the_rows_written_before_it(
 ) -> None:
     """A prefix migrated by the code before 0010, with jobs in every status and journal
     rows, migrates to domains with every row as it was and every rule in force."""
-    earlier = [name for _, name in known_migrations() if name < "0010"]
     later = [name for _, name in known_migrations() if name >= "0010"]
-    assert later and later[0] == "0010_status_domains"
-    schema = Prefix(prefix)
-    with psycopg.connect(database_dsn, autocommit=True) as conn:
-        conn.execute(sqlfiles.query("migration_history_create", schema))
-        for version, name in known_migrations():
-            if name in earlier:
-                conn.execute(sqlfiles.query(f"migrations/{name}", schema))
-                conn.execute(
-                    sqlfiles.query("migration_record", schema), {"version": version, "name": name}
-                )
+    assert migrate_before(database_dsn, prefix, "0010") == "0010_status_domains"
     probe = Probe(database_dsn, prefix)
     try:
         probe.rows(

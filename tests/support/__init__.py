@@ -22,6 +22,7 @@ from venturi.client import Queue
 from venturi.prefix import Prefix
 from venturi.store import sqlfiles
 from venturi.store.housekeeping import DROP_PREFIX_STATEMENTS
+from venturi.store.migrations import known_migrations
 from venturi.store.postgres import PostgresStore
 
 T = TypeVar("T")
@@ -115,6 +116,24 @@ def drop_prefix(dsn: str, prefix: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for name in DROP_PREFIX_STATEMENTS:
             conn.execute(sqlfiles.query(name, Prefix(prefix)))
+
+
+def migrate_before(dsn: str, prefix: str, version: str) -> str:
+    """Build ``prefix`` with the migrations older than ``version`` only, as the code
+    before that migration left it; returns the name of the first migration not applied
+    (asserting there is one, so a test of ``version`` cannot pass vacuously)."""
+    later = [name for _, name in known_migrations() if name >= version]
+    assert later, f"no migration from {version} on"
+    schema = Prefix(prefix)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sqlfiles.query("migration_history_create", schema))
+        for number, name in known_migrations():
+            if name < version:
+                conn.execute(sqlfiles.query(f"migrations/{name}", schema))
+                conn.execute(
+                    sqlfiles.query("migration_record", schema), {"version": number, "name": name}
+                )
+    return later[0]
 
 
 class Probe:

@@ -13,7 +13,6 @@ from pathlib import Path
 import attrs
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -23,18 +22,6 @@ from venturi import JobStatus, NewJob, Queue
 from venturi.contrib.otel import OpenRuns, instrument
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    instance = TracerProvider()
-    instance.add_span_processor(SimpleSpanProcessor(exporter))
-    return instance
 
 
 @pytest.fixture

@@ -7,24 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
 from venturi import NewJob, Queue
 from venturi.contrib.otel import instrument
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    instance = TracerProvider()
-    instance.add_span_processor(SimpleSpanProcessor(exporter))
-    return instance
 
 
 @pytest.fixture
