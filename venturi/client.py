@@ -212,7 +212,7 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
         on_duplicate: OnDuplicate = "keep",
         max_attempts: int | None = None,
         concurrency_key: str | None = None,
-        after: Sequence[JobId] | None = None,
+        depends_on: Sequence[JobId] | None = None,
         on_parent_failure: OnParentFailure = "cancel",
     ) -> NewJob:
         """Build a checked `NewJob`, filling defaults from the kind's registration."""
@@ -233,7 +233,7 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
             if max_attempts is not None
             else (definition.max_attempts if definition else 5),
             concurrency_key=concurrency_key,
-            after=after,
+            depends_on=depends_on,
             on_parent_failure=on_parent_failure,
         )
         if definition is not None:
@@ -253,7 +253,7 @@ class Queue(ScheduleRegistry, KindControl, Results, Monitoring):
 
         Options: ``priority``, ``delay`` or ``at``, ``dedup_key`` with ``on_duplicate``
         ('keep', 'replace' or a function of (old, new) payloads), ``max_attempts``,
-        ``concurrency_key`` (for a kind with ``key_concurrency``), ``after`` (parent ids:
+        ``concurrency_key`` (for a kind with ``key_concurrency``), ``depends_on`` (parent ids:
         it waits until all completed) with ``on_parent_failure`` ('cancel' or 'run').
         With ``conn`` the insert and its NOTIFY join that connection's transaction and
         commit or roll back with it. Raises `InvalidJob` (nothing written) or

@@ -84,7 +84,7 @@ class JobContext:
 
     @property
     def parents(self) -> dict[ULID, Any]:
-        """Each parent's id (``after=``) and its return value (None for a parent that did
+        """Each parent's id (``depends_on=``) and its return value (None for a parent that did
         not complete: one ended dead or cancelled with ``on_parent_failure='run'``), read
         on first use. Empty for a job without parents."""
         if self._parents is None:

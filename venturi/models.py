@@ -163,15 +163,17 @@ def _validate_on_duplicate(value: object) -> OnDuplicate:
     raise InvalidJob(f"on_duplicate must be 'keep', 'replace' or a merge function, got {value!r}")
 
 
-def _after(value: object) -> tuple[ULID, ...]:
-    """The parent ids of ``after=`` as ULIDs (a single id is refused: pass a list)."""
+def _depends_on(value: object) -> tuple[ULID, ...]:
+    """The parent ids of ``depends_on=`` as ULIDs (a single id is refused: pass a list)."""
     if value is None or (type(value) is tuple and not value):  # the default: no parents
         return ()
     if isinstance(value, (str, bytes, ULID, uuid.UUID)) or not isinstance(value, Iterable):
-        raise InvalidJob(f"after must be a list of job ids, got {type(value).__name__}")
+        raise InvalidJob(f"depends_on must be a list of job ids, got {type(value).__name__}")
     parents = tuple(dict.fromkeys(_cursor_id(v) for v in value))
     if len(parents) > MAX_PARENTS:
-        raise InvalidJob(f"after names {len(parents)} parents; at most {MAX_PARENTS} are allowed")
+        raise InvalidJob(
+            f"depends_on names {len(parents)} parents; at most {MAX_PARENTS} are allowed"
+        )
     return parents
 
 
@@ -215,7 +217,7 @@ class NewJob:
     trace_context: Mapping[str, str] | None = None
     # Parents: the job waits until every one has completed (`on_parent_failure` says what
     # a dead or cancelled parent does to it).
-    after: tuple[ULID, ...] = attrs.field(default=(), converter=_after)
+    depends_on: tuple[ULID, ...] = attrs.field(default=(), converter=_depends_on)
     on_parent_failure: OnParentFailure = attrs.field(default="cancel", converter=_on_parent_failure)
     payload_json: str = attrs.field(
         init=False, default=attrs.Factory(_payload_json, takes_self=True)
@@ -231,8 +233,8 @@ class NewJob:
     def __attrs_post_init__(self) -> None:
         if self.dedup_key is None and self.on_duplicate != "keep":
             raise InvalidJob("on_duplicate needs a dedup_key")
-        if self.after and self.dedup_key is not None:
-            raise InvalidJob("a job with parents (after=) cannot take a dedup_key")
+        if self.depends_on and self.dedup_key is not None:
+            raise InvalidJob("a job with parents (depends_on=) cannot take a dedup_key")
 
 
 def _optional_ulid(value: object) -> ULID | None:

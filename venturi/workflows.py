@@ -96,8 +96,8 @@ class Results(Reads):
 class Workflow:
     """Jobs added with `add` and inserted together when the ``with`` block ends.
 
-    ``add`` returns the new job's id at once, so later jobs name it in ``after``: parents
-    are always added first and a cycle cannot be built. An ``after`` id that is neither
+    ``add`` returns the new job's id at once, so later jobs name it in ``depends_on``: parents
+    are always added first and a cycle cannot be built. A ``depends_on`` id that is neither
     added before nor stored raises `InvalidJob` at the end of the block, and nothing of
     the workflow is written.
     """
@@ -115,13 +115,15 @@ class Workflow:
         target: JobFunction[..., Any] | str,
         /,
         *,
-        after: Sequence[JobId] | None = None,
+        depends_on: Sequence[JobId] | None = None,
         on_parent_failure: OnParentFailure = "cancel",
         **payload: Any,
     ) -> ULID:
         """Add a run of ``target`` (a job function or a kind) with ``payload`` as its
-        keyword arguments, after the jobs in ``after``; returns its id."""
-        return self.add_with(target, payload, after=after, on_parent_failure=on_parent_failure)
+        keyword arguments, after the jobs in ``depends_on``; returns its id."""
+        return self.add_with(
+            target, payload, depends_on=depends_on, on_parent_failure=on_parent_failure
+        )
 
     def add_with(
         self, target: JobFunction[..., Any] | str, payload: Mapping[str, Any], **options: Any

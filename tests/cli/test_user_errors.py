@@ -125,7 +125,7 @@ def test_an_app_target_that_is_no_queue_is_one_line(
         (["job", "not-an-id"], "is neither a ULID nor a UUID"),
         (["cancel", "8ZZZZZZZZZZZZZZZZZZZZZZZZZ"], "is neither a ULID nor a UUID"),
         (["history", "--before", "x"], "is neither a ULID nor a UUID"),
-        (["enqueue", "k", "--after", "x"], "is neither a ULID nor a UUID"),
+        (["enqueue", "k", "--depends-on", "x"], "is neither a ULID nor a UUID"),
     ],
 )
 def test_a_bad_job_id_is_one_line(env: dict[str, str], args: list[str], says: str) -> None:

@@ -328,7 +328,7 @@ def test_enqueue_after_and_enqueue_and_wait_on_the_extension(app: Flask) -> None
 
     with app.app_context():
         first = venturi.enqueue(kind, {"n": 1})
-        second = venturi.enqueue(kind, {"n": 2}, after=[first])
+        second = venturi.enqueue(kind, {"n": 2}, depends_on=[first])
         queue = venturi.queue_for(app)
         assert queue.get(second).status == "waiting"  # type: ignore[union-attr]
         assert queue.drain() == 2

@@ -56,6 +56,6 @@ def build_scene(queue: venturi.Queue) -> Scene:
     ids["scheduled"] = queue.enqueue("mail", {"n": 5}, delay=3600)
     with queue.workflow() as flow:
         parent = flow.add_with("report", {"n": 6}, delay=3600)
-        ids["waiting"] = flow.add("mail", after=[parent], n=7)
+        ids["waiting"] = flow.add("mail", depends_on=[parent], n=7)
     ids["workflow_parent"] = parent
     return Scene(queue, ids, flow.id)

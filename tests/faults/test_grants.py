@@ -239,7 +239,7 @@ def test_the_enqueuer_role_enqueues_and_reads_but_cannot_claim_or_settle(
         many = app.enqueue_many([app.new_job("mail", {"n": n}) for n in range(3)])
         with app.workflow() as flow:
             parent = flow.add("mail", n=10)
-            child = flow.add("mail", after=[parent], n=11)
+            child = flow.add("mail", depends_on=[parent], n=11)
         record = app.get(kept)
         assert record is not None and record.payload == {"v": 3}
         assert [e.outcome.value for e in app.journal(kept)] == ["merged", "merged"]
@@ -294,7 +294,7 @@ def test_the_reader_role_reads_every_dashboard_page_and_command_but_writes_nothi
         mail.enqueue(n=-1)
         with owner.workflow() as flow:
             parent = flow.add("mail", n=2)
-            flow.add("mail", after=[parent], n=3)
+            flow.add("mail", depends_on=[parent], n=3)
         owner.drain()
         owner.pause("mail")
         pending = mail.enqueue(n=4)

@@ -90,7 +90,7 @@ def test_reads_go_to_read_dsn_and_writes_never_do(
         assert backends(database_dsn, name) == 0  # the read pool connects on demand
         with queue.workflow() as flow:
             first = flow.add(k, n=1)
-            flow.add(k, n=2, after=[first])
+            flow.add(k, n=2, depends_on=[first])
         assert queue.drain() == 2
         _set_select(database_dsn, prefix, reader, granted=True)
 

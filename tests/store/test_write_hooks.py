@@ -137,7 +137,7 @@ def _enqueue(store: PostgresStore, hook: Recording) -> None:
 
 def _enqueue_with_parents(store: PostgresStore, hook: Recording) -> None:
     parent = store.enqueue(NewJob("k"))
-    child = store.enqueue(NewJob("k", after=[parent]))
+    child = store.enqueue(NewJob("k", depends_on=[parent]))
     assert hook.enqueued == [(["k"], [parent]), (["k"], [child])]  # once each
 
 
@@ -170,7 +170,7 @@ def _enqueue_many_on_callers_connection(store: PostgresStore, hook: Recording) -
 
 def _enqueue_graph(store: PostgresStore, hook: Recording) -> None:
     ids = [new_id(), new_id()]
-    store.enqueue_graph([NewJob("k"), NewJob("k", after=[ids[0]])], ids, new_id())
+    store.enqueue_graph([NewJob("k"), NewJob("k", depends_on=[ids[0]])], ids, new_id())
     assert hook.enqueued == [(["k", "k"], ids)]
 
 

@@ -38,7 +38,7 @@ def test_inline_runs_a_workflows_jobs_as_they_are_written(
     with inline(queue):
         with queue.workflow() as flow:
             first = flow.add("step", name="first")
-            flow.add("step", after=[first], name="second")
+            flow.add("step", depends_on=[first], name="second")
         # At once, inside the block, as `queue.enqueue` does.
         assert ran == ["first", "second"]
         statuses = {queue.get(i).status for i in flow.ids}  # type: ignore[union-attr]

@@ -63,8 +63,8 @@ def _cancelled(queue: Queue, awaited: bool) -> None:
 def _cancelled_by_its_parents_end(queue: Queue, awaited: bool) -> None:
     """The parent nobody awaits; its child and grandchild, cancelled by its end, awaited."""
     parent = queue.enqueue("parent")
-    child = queue.enqueue("child", after=[parent])
-    grandchild = queue.enqueue("child", after=[child])
+    child = queue.enqueue("child", depends_on=[parent])
+    grandchild = queue.enqueue("child", depends_on=[child])
     if awaited:
         queue.store.await_job(child)
         queue.store.await_job(grandchild)
@@ -167,7 +167,7 @@ def test_a_job_enqueued_cancelled_by_its_parents_end_notifies_nobody(
 ) -> None:
     parent = queue.enqueue("parent")
     assert queue.cancel(parent)
-    child = queue.enqueue("child", after=[parent])
+    child = queue.enqueue("child", depends_on=[parent])
     record = queue.get(child)
     assert record is not None and record.status == "cancelled"
     assert finished_channel.until_marker() == [], "a job not yet stored has no waiter"

@@ -27,7 +27,7 @@ def _claim_one(queue: Queue, kind: str, worker: str = "w1") -> Claim:
 
 def test_a_child_waits_outside_the_claim_until_its_parent_completes(queue: Queue) -> None:
     parent = queue.enqueue("parent")
-    child = queue.enqueue("child", {"x": 1}, after=[parent])
+    child = queue.enqueue("child", {"x": 1}, depends_on=[parent])
     assert _status(queue, child) == "waiting"
     assert queue.store.claim("w", {"child": 60.0}, 10) == [], "a waiting job is never claimed"
     claim = _claim_one(queue, "parent")
@@ -41,7 +41,7 @@ def test_a_child_waits_outside_the_claim_until_its_parent_completes(queue: Queue
 
 def test_a_fenced_zombie_completion_releases_nothing(queue: Queue, probe: Probe) -> None:
     parent = queue.enqueue("parent")
-    child = queue.enqueue("child", after=[parent])
+    child = queue.enqueue("child", depends_on=[parent])
     zombie = _claim_one(queue, "parent", "zombie")
     probe.rows("UPDATE {jobs} SET claim_expires_at = now() - interval '1 s'")
     stale = queue.store.find_stale()
@@ -57,7 +57,7 @@ def test_a_fenced_zombie_completion_releases_nothing(queue: Queue, probe: Probe)
 
 def test_batched_completions_release_a_fan_in_child_once(queue: Queue, probe: Probe) -> None:
     parents = queue.enqueue_many([queue.new_job("parent") for _ in range(5)])
-    child = queue.enqueue("child", after=parents)
+    child = queue.enqueue("child", depends_on=parents)
     claims = [Claim.of(j) for j in queue.store.claim("w", {"parent": 60.0}, 5)]
     first = queue.store.complete_many([(c, Settlement.complete()) for c in claims[:3]])
     assert len(first.applied) == 3
@@ -71,9 +71,9 @@ def test_batched_completions_release_a_fan_in_child_once(queue: Queue, probe: Pr
 
 def test_a_dead_parent_cancels_its_descendants_with_a_note_naming_it(queue: Queue) -> None:
     parent = queue.enqueue("parent", max_attempts=1)
-    child = queue.enqueue("child", after=[parent])
-    grandchild = queue.enqueue("grandchild", after=[child])
-    runs_anyway = queue.enqueue("child", after=[parent], on_parent_failure="run")
+    child = queue.enqueue("child", depends_on=[parent])
+    grandchild = queue.enqueue("grandchild", depends_on=[child])
+    runs_anyway = queue.enqueue("child", depends_on=[parent], on_parent_failure="run")
     claim = _claim_one(queue, "parent")
     assert queue.store.settle(claim, Settlement.retry(note="broken")) == "dead"
     assert _status(queue, child) == "cancelled"
@@ -86,13 +86,13 @@ def test_a_dead_parent_cancels_its_descendants_with_a_note_naming_it(queue: Queu
 
 def test_settle_dead_and_cancel_settle_children_too(queue: Queue) -> None:
     parent = queue.enqueue("parent")
-    child = queue.enqueue("child", after=[parent])
+    child = queue.enqueue("child", depends_on=[parent])
     claim = _claim_one(queue, "parent")
     assert queue.store.settle(claim, Settlement.dead("poison")) == "dead"
     assert _status(queue, child) == "cancelled"
     other = queue.enqueue("parent")
-    waiting = queue.enqueue("child", after=[other])
-    below = queue.enqueue("child", after=[waiting])
+    waiting = queue.enqueue("child", depends_on=[other])
+    below = queue.enqueue("child", depends_on=[waiting])
     assert queue.cancel(waiting), "a waiting job can be cancelled"
     assert _status(queue, below) == "cancelled"
     assert queue.journal(below)[-1].note == f"parent {waiting} ended cancelled"
@@ -105,11 +105,11 @@ def test_enqueue_after_finished_parents(queue: Queue) -> None:
     queue.store.settle(_claim_one(queue, "parent"), Settlement.complete(7))
     dead = queue.enqueue("parent")
     queue.store.settle(_claim_one(queue, "parent"), Settlement.dead())
-    assert _status(queue, queue.enqueue("child", after=[done])) == "pending"
-    cancelled = queue.enqueue("child", after=[done, dead])
+    assert _status(queue, queue.enqueue("child", depends_on=[done])) == "pending"
+    cancelled = queue.enqueue("child", depends_on=[done, dead])
     assert _status(queue, cancelled) == "cancelled"
     assert queue.journal(cancelled)[-1].note == f"parent {dead} ended dead"
-    running = queue.enqueue("child", after=[dead], on_parent_failure="run")
+    running = queue.enqueue("child", depends_on=[dead], on_parent_failure="run")
     assert _status(queue, running) == "pending"
 
 
@@ -117,19 +117,21 @@ def test_bad_after_is_refused_and_nothing_is_written(queue: Queue, probe: Probe)
     parent = queue.enqueue("parent")
     before = probe.count("jobs")
     with pytest.raises(InvalidJob, match="does not exist"):
-        queue.enqueue("child", after=[parent, new_id()])
+        queue.enqueue("child", depends_on=[parent, new_id()])
     with pytest.raises(InvalidJob, match="does not exist"):
-        queue.enqueue_many([queue.new_job("child", after=[parent]), NewJob("c", after=[new_id()])])
+        queue.enqueue_many(
+            [queue.new_job("child", depends_on=[parent]), NewJob("c", depends_on=[new_id()])]
+        )
     with pytest.raises(InvalidJob, match="list of job ids"):
-        queue.enqueue("child", after=parent)
+        queue.enqueue("child", depends_on=parent)
     with pytest.raises(InvalidJob, match="neither a ULID"):
-        queue.enqueue("child", after=["nope"])
+        queue.enqueue("child", depends_on=["nope"])
     with pytest.raises(InvalidJob, match="on_parent_failure"):
-        queue.enqueue("child", after=[parent], on_parent_failure="ignore")
+        queue.enqueue("child", depends_on=[parent], on_parent_failure="ignore")
     with pytest.raises(InvalidJob, match="dedup_key"):
-        queue.enqueue("child", after=[parent], dedup_key="k")
+        queue.enqueue("child", depends_on=[parent], dedup_key="k")
     with pytest.raises(InvalidJob, match="separately"):
-        queue.enqueue_many([NewJob("c", after=[parent]), NewJob("d", dedup_key="k")])
+        queue.enqueue_many([NewJob("c", depends_on=[parent]), NewJob("d", dedup_key="k")])
     assert probe.count("jobs") == before
     assert probe.count("deps") == 0
 
@@ -143,9 +145,12 @@ def test_enqueue_many_and_the_job_function_take_after(queue: Queue) -> None:
         return n * 10
 
     first = step.enqueue(n=1)
-    second = step.enqueue_with({"n": 2}, after=[first])
+    second = step.enqueue_with({"n": 2}, depends_on=[first])
     third, fourth = queue.enqueue_many(
-        [queue.new_job("step", {"n": 3}, after=[first, second]), queue.new_job("step", {"n": 4})]
+        [
+            queue.new_job("step", {"n": 3}, depends_on=[first, second]),
+            queue.new_job("step", {"n": 4}),
+        ]
     )
     assert [_status(queue, i) for i in (second, third, fourth)] == ["waiting", "waiting", "pending"]
     assert queue.drain() == 4
@@ -159,18 +164,18 @@ def test_a_caller_transaction_rolled_back_writes_no_child(queue: Queue, database
 
     parent = queue.enqueue("parent")
     with psycopg.connect(database_dsn) as conn:
-        child = queue.enqueue("child", after=[parent], conn=conn)
+        child = queue.enqueue("child", depends_on=[parent], conn=conn)
         conn.rollback()
     assert queue.get(child) is None
     with psycopg.connect(database_dsn) as conn:
-        child = queue.enqueue("child", after=[parent], conn=conn)
+        child = queue.enqueue("child", depends_on=[parent], conn=conn)
         conn.commit()
     assert _status(queue, child) == "waiting"
 
 
 def test_the_waiting_status_is_counted_and_filtered(queue: Queue) -> None:
     parent = queue.enqueue("parent")
-    queue.enqueue("child", after=[parent])
+    queue.enqueue("child", depends_on=[parent])
     assert queue.stats().total("waiting") == 1
     assert [r.kind for r in queue.history(status="waiting")] == ["child"]
     assert JobStatus("waiting") is JobStatus.WAITING and not JobStatus.WAITING.terminal

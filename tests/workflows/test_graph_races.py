@@ -39,7 +39,7 @@ def _run_threads(targets: list[Any]) -> None:
 
 def _fan_in_round(queue: Queue, probe: Probe, batched: bool) -> None:
     parents = queue.enqueue_many([queue.new_job("parent") for _ in range(48)])
-    child = queue.enqueue("child", after=parents)
+    child = queue.enqueue("child", depends_on=parents)
     claims = _claims(queue, "parent", len(parents))
     barrier = threading.Barrier(16)
 
@@ -78,7 +78,7 @@ def _enqueue_race_round(queue: Queue, probe: Probe) -> None:
 
     def enqueue_children() -> None:
         barrier.wait()
-        made.extend(queue.enqueue("child", after=[parent]) for _ in range(20))
+        made.extend(queue.enqueue("child", depends_on=[parent]) for _ in range(20))
 
     def complete() -> None:
         barrier.wait()
@@ -112,9 +112,9 @@ def test_ten_thousand_children_of_one_parent_and_a_fan_in_after_a_thousand(
 
     root = queue.enqueue("leaf", {"n": -1})
     children = queue.enqueue_many(
-        [queue.new_job("leaf", {"n": n}, after=[root]) for n in range(10_000)]
+        [queue.new_job("leaf", {"n": n}, depends_on=[root]) for n in range(10_000)]
     )
-    fan_in = queue.enqueue("leaf", {"n": 10_000}, after=children[:1000])
+    fan_in = queue.enqueue("leaf", {"n": 10_000}, depends_on=children[:1000])
     assert probe.count("jobs", "status = 'waiting'") == 10_001
     (claim,) = _claims(queue, "leaf", 1)
     assert queue.store.settle(claim, Settlement.complete(-1)) == "completed"
@@ -133,7 +133,9 @@ def test_releasing_children_is_an_index_probe_per_finished_parent(
     queue: Queue, probe: Probe
 ) -> None:
     parents = queue.enqueue_many([queue.new_job("parent") for _ in range(200)])
-    queue.enqueue_many([queue.new_job("child", after=[parents[n % 200]]) for n in range(20_000)])
+    queue.enqueue_many(
+        [queue.new_job("child", depends_on=[parents[n % 200]]) for n in range(20_000)]
+    )
     probe.rows("ANALYZE {deps}")
     plan = "\n".join(
         r[0]
@@ -159,7 +161,7 @@ def test_sigkilled_workers_in_a_thousand_job_graph_leave_none_stuck_or_early(
                 parents = rng.sample(layers[-1], 2) if layers else []
                 if depth > 1 and rng.random() < 0.3:
                     parents.append(rng.choice(layers[rng.randrange(depth - 1)]))
-                layer.append(wf.add_with(ledger.WORK_KIND, {"ms": 30}, after=parents))
+                layer.append(wf.add_with(ledger.WORK_KIND, {"ms": 30}, depends_on=parents))
             layers.append(layer)
     for _ in range(3):
         fleet.spawn(lease=1.0, concurrency=4)

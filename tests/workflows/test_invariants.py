@@ -14,7 +14,7 @@ def test_graph_violations_sees_each_staged_breakage(
     ledger.create(database_dsn, queue.prefix)
     try:
         parent = queue.enqueue("parent")
-        child = queue.enqueue("child", after=[parent])
+        child = queue.enqueue("child", depends_on=[parent])
         assert graph_violations(probe) == []
         probe.rows("UPDATE {jobs} SET parents_left = 5 WHERE id = %s", child.to_uuid())
         assert graph_violations(probe) == [

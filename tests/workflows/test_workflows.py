@@ -46,8 +46,8 @@ def test_a_chain_and_a_fan_out_fan_in_run_in_order(
 
     with queue.workflow() as wf:
         a = wf.add(fetch, url="x")
-        sizes = [wf.add(resize, size=s, after=[a]) for s in (1, 2, 3)]
-        last = wf.add(notify, after=sizes)
+        sizes = [wf.add(resize, size=s, depends_on=[a]) for s in (1, 2, 3)]
+        last = wf.add(notify, depends_on=sizes)
     start_worker(concurrency=4)
     assert queue.result(last, timeout=30) == len("body of x") * 6
     assert order[0] == "fetch" and order[-1] == "notify"
@@ -65,11 +65,11 @@ def test_a_workflow_writes_nothing_if_the_block_raises_or_an_id_is_unknown(
         raise RuntimeError("changed my mind")
     with pytest.raises(InvalidJob, match="does not exist"), queue.workflow() as wf:
         first = wf.add("a")
-        wf.add("b", after=[first])
-        wf.add("c", after=[first, new_id()])
+        wf.add("b", depends_on=[first])
+        wf.add("c", depends_on=[first, new_id()])
     assert probe.count("jobs") == 0 and probe.count("deps") == 0
     with pytest.raises(InvalidJob), queue.workflow() as wf:
-        wf.add("b", after="not a list")
+        wf.add("b", depends_on="not a list")
     assert probe.count("jobs") == 0
 
 
@@ -77,13 +77,13 @@ def test_a_workflow_joins_the_callers_transaction(queue: Queue, database_dsn: st
     with psycopg.connect(database_dsn) as conn:
         with queue.workflow(conn=conn) as wf:
             root = wf.add("a")
-            wf.add("b", after=[root])
+            wf.add("b", depends_on=[root])
         conn.rollback()
     assert queue.workflow_status(wf.id).jobs == ()
     with psycopg.connect(database_dsn) as conn:
         with queue.workflow(conn=conn) as wf:
             root = wf.add("a")
-            wf.add("b", after=[root])
+            wf.add("b", depends_on=[root])
         conn.commit()
     assert queue.workflow_status(wf.id).counts() == {"pending": 1, "waiting": 1}
 
@@ -91,7 +91,7 @@ def test_a_workflow_joins_the_callers_transaction(queue: Queue, database_dsn: st
 def test_workflow_and_enqueue_after_on_the_command_line(queue: Queue, database_dsn: str) -> None:
     with queue.workflow() as wf:
         root = wf.add("a")
-        wf.add("b", after=[root])
+        wf.add("b", depends_on=[root])
     shown = _cli(database_dsn, queue, "workflow", str(wf.id))
     assert shown.exit_code == 0, shown.output
     assert "waiting" in shown.output and str(root) in shown.output
@@ -101,12 +101,12 @@ def test_workflow_and_enqueue_after_on_the_command_line(queue: Queue, database_d
     missing = _cli(database_dsn, queue, "workflow", str(new_id()))
     assert missing.exit_code == 1 and "no workflow" in missing.output
     added = _cli(
-        database_dsn, queue, "enqueue", "c", "--after", str(root), "--on-parent-failure", "run"
+        database_dsn, queue, "enqueue", "c", "--depends-on", str(root), "--on-parent-failure", "run"
     )
     assert added.exit_code == 0, added.output
     record = queue.get(added.output.strip())
     assert record is not None and record.status == "waiting"
-    refused = _cli(database_dsn, queue, "enqueue", "c", "--after", str(new_id()))
+    refused = _cli(database_dsn, queue, "enqueue", "c", "--depends-on", str(new_id()))
     assert refused.exit_code == 1 and "does not exist" in refused.output
 
 
@@ -117,8 +117,8 @@ def test_requeue_with_children_puts_cancelled_descendants_back_to_waiting(
         queue.job(kind)(lambda: None)
     parent = queue.enqueue("parent", max_attempts=1)
     other = queue.enqueue("other")
-    child = queue.enqueue("child", after=[parent, other])
-    grandchild = queue.enqueue("child", after=[child])
+    child = queue.enqueue("child", depends_on=[parent, other])
+    grandchild = queue.enqueue("child", depends_on=[child])
     (job,) = queue.store.claim("w", {"parent": 60.0}, 1)
     assert queue.store.settle(Claim.of(job), Settlement.dead("bad input")) == "dead"
     assert {queue.get(i).status for i in (child, grandchild)} == {"cancelled"}  # type: ignore[union-attr]

@@ -84,7 +84,7 @@ def _parse_at(text: str | None) -> datetime | None:
 @click.option("--max-attempts", type=click.IntRange(min=1), help="Runs before it goes dead.")
 @click.option("--concurrency-key", help="For a kind with key_concurrency: the job's key.")
 @click.option(
-    "--after",
+    "--depends-on",
     multiple=True,
     type=JOB_ID,
     metavar="ID",
@@ -95,7 +95,7 @@ def _parse_at(text: str | None) -> datetime | None:
     type=click.Choice(["cancel", "run"]),
     default="cancel",
     show_default=True,
-    help="With --after: what a dead or cancelled parent does to this job.",
+    help="With --depends-on: what a dead or cancelled parent does to this job.",
 )
 @pass_state
 def enqueue(
@@ -110,7 +110,7 @@ def enqueue(
     on_duplicate: str,
     max_attempts: int | None,
     concurrency_key: str | None,
-    after: tuple[str, ...],
+    depends_on: tuple[str, ...],
     on_parent_failure: str,
 ) -> None:
     """Enqueue one job; prints its id.
@@ -126,8 +126,8 @@ def enqueue(
         "dedup_key": dedup_key,
         "max_attempts": max_attempts,
         "concurrency_key": concurrency_key,
-        "after": list(after) or None,
-        "on_parent_failure": on_parent_failure if after else None,
+        "depends_on": list(depends_on) or None,
+        "on_parent_failure": on_parent_failure if depends_on else None,
     }
     chosen = {name: value for name, value in options.items() if value is not None}
     job_id = state.queue().enqueue(kind, data, on_duplicate=on_duplicate, **chosen)
@@ -210,13 +210,18 @@ def workflow(state: CliState, workflow_id: str, as_json: bool) -> None:
         ]
         echo_json({"id": str(status.id), "counts": status.counts(), "jobs": jobs})
         return
-    grid = table("id", "kind", "status", "after", "runs", "finished")
+    grid = table("id", "kind", "status", "depends on", "runs", "finished")
     for j in status.jobs:
-        after = ", ".join(str(p) for p in j.parents)
+        parents = ", ".join(str(p) for p in j.parents)
         record = j.record
         finished = show_time(record.finished_at)
         grid.add_row(
-            str(record.id), record.kind, record.status.value, after, str(record.run_count), finished
+            str(record.id),
+            record.kind,
+            record.status.value,
+            parents,
+            str(record.run_count),
+            finished,
         )
     console().print(grid)
     click.echo(", ".join(f"{n} {s}" for s, n in sorted(status.counts().items())))

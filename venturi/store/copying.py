@@ -61,7 +61,12 @@ class _JsonTextDumper(Dumper):
 
 def copyable(job: NewJob) -> bool:
     """True if COPY can write ``job``: due now, no dedup key, no parents."""
-    return job.dedup_key is None and job.delay_seconds is None and job.at is None and not job.after
+    return (
+        job.dedup_key is None
+        and job.delay_seconds is None
+        and job.at is None
+        and not job.depends_on
+    )
 
 
 def copy_possible(conn: psycopg.Connection[Any]) -> bool:

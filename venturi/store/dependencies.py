@@ -42,7 +42,7 @@ class GraphPlan:
         plan = cls([], [], [], [])
         for job, job_id in zip(jobs, ids, strict=True):
             left, failed = 0, None
-            for parent in job.after:
+            for parent in job.depends_on:
                 status = status_of.get(parent)
                 if status is None:
                     raise InvalidJob(
@@ -89,7 +89,7 @@ class Dependencies(Housekeeping):
         if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
             conn.execute(sqlfiles.query("now", self.prefix))  # join, never commit, theirs
         batch = set(ids)
-        stored = sorted({p for j in jobs for p in j.after if p not in batch})
+        stored = sorted({p for j in jobs for p in j.depends_on if p not in batch})
         with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
             existing: dict[ULID, str] = {}
             if stored:

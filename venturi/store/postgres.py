@@ -167,7 +167,7 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
 
     def _enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None) -> ULID:
         job_id = new_id()
-        if job.after:
+        if job.depends_on:
             return self._enqueue_graph([job], [job_id], None, conn)[0]
         if conn is not None:
             with mapped_errors():
@@ -184,9 +184,11 @@ class PostgresStore(FlowControl, Scheduling, Dependencies, Observing, Repending)
         self, jobs: Sequence[NewJob], conn: psycopg.Connection[Any] | None
     ) -> list[ULID]:
         ids = new_ids(len(jobs))
-        if any(j.after for j in jobs):
+        if any(j.depends_on for j in jobs):
             if any(j.dedup_key is not None for j in jobs):
-                raise InvalidJob("enqueue jobs with after= and jobs with a dedup_key separately")
+                raise InvalidJob(
+                    "enqueue jobs with depends_on= and jobs with a dedup_key separately"
+                )
             return self._enqueue_graph(jobs, ids, None, conn)
         if conn is not None:
             with mapped_errors():

@@ -268,14 +268,14 @@ def test_enqueue_after_parents_in_the_orm_transaction(queue: Queue) -> None:
 
     with transaction.atomic():
         parent = venturi_django.enqueue("shop.fulfil", {"order_id": 1})
-        child = venturi_django.enqueue("shop.fulfil", {"order_id": 2}, after=[parent])
-        venturi_django.enqueue_on_commit("shop.fulfil", {"order_id": 3}, after=[parent])
+        child = venturi_django.enqueue("shop.fulfil", {"order_id": 2}, depends_on=[parent])
+        venturi_django.enqueue_on_commit("shop.fulfil", {"order_id": 3}, depends_on=[parent])
     record = queue.get(child)
     assert record is not None and record.status is JobStatus.WAITING
     waiting = [j for j in queue.history(kind="shop.fulfil") if j.status is JobStatus.WAITING]
     assert len(waiting) == 2
     with pytest.raises(InvalidJob), transaction.atomic():
-        venturi_django.enqueue("shop.fulfil", {"order_id": 4}, after=[child, "0" * 26])
+        venturi_django.enqueue("shop.fulfil", {"order_id": 4}, depends_on=[child, "0" * 26])
     assert len(queue.history(kind="shop.fulfil")) == 3  # the refused job wrote nothing
     assert queue.drain() == 3  # the parent, then the children it released
     assert {j.status for j in queue.history(kind="shop.fulfil")} == {JobStatus.COMPLETED}

@@ -42,11 +42,14 @@ def test_workflow_jobs_are_traced_and_their_runs_continue_the_trace(
         if how == "workflow":
             with queue.workflow() as flow:
                 first = flow.add("step", name="first")
-                flow.add("step", after=[first], name="second")
+                flow.add("step", depends_on=[first], name="second")
             ids = flow.ids
         else:
             parent = queue.enqueue("step", {"name": "first"})
-            ids = [parent, *queue.enqueue_many([NewJob("step", {"name": "2"}, after=[parent])])]
+            ids = [
+                parent,
+                *queue.enqueue_many([NewJob("step", {"name": "2"}, depends_on=[parent])]),
+            ]
     sends = [s for s in exporter.get_finished_spans() if s.name == "send step"]
     assert sorted(str((s.attributes or {})["messaging.message.id"]) for s in sends) == sorted(
         str(i) for i in ids

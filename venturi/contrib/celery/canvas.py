@@ -1,5 +1,5 @@
 """The canvas: signatures, ``chain``, ``group`` and ``chord`` written as one venturi
-workflow (one transaction), each step waiting for its parents with ``after=``.
+workflow (one transaction), each step waiting for its parents with ``depends_on=``.
 
 A step after a single task receives that task's result as its first positional
 argument; a step after a group receives the list of the group's results, in the group's
@@ -130,7 +130,7 @@ class Signature:
         if after and not self.immutable:
             payload = {**payload, "feed": feed, "parents": [str(i) for i in after]}
         options.pop("conn", None)
-        job_id = wf.add_with(self.name, payload, after=after or None, **options)
+        job_id = wf.add_with(self.name, payload, depends_on=after or None, **options)
         return [job_id], "one", AsyncResult(job_id, self.app)
 
     def __repr__(self) -> str:
