@@ -1,5 +1,5 @@
 -- Claims the next due job of a kind with a concurrency limit (and no key or rate limit)
--- for the worker whose run of it settle_complete.sql completed earlier in this same
+-- for the worker whose run of it settle.sql completed earlier in this same
 -- transaction: the run's place passes straight on, never free in between. The transaction
 -- turns one claimed job of the kind into a completed one and at most one pending job into
 -- a claimed one, atomically, so no snapshot ever sees more of the kind claimed than before
@@ -10,6 +10,8 @@
 -- Nothing is claimed unless that completion applied: the run's row must be completed by
 -- this very transaction (its version's xmin is this transaction's id), not found
 -- completed already by an earlier one (a completion retried after a lost reply).
+-- When that completion applied and no job took its place, the place is free: every worker
+-- hears of it on the kind's channel (settle.sql, run without `announce`, left that here).
 -- Parameters: id (the completed run's job), kind, worker, lease, priority_floor.
 -- Returns: the claimed job (JobRecord.from_row order), or no row.
 WITH completed_here AS (
@@ -37,12 +39,20 @@ next_job AS (
         FOR UPDATE SKIP LOCKED
     ) AS n
     WHERE room.places > 0
+),
+passed AS (
+    UPDATE {jobs} AS j
+    SET status = 'claimed',
+        claimed_by = %(worker)s,
+        run_count = j.run_count + 1,
+        claim_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
+    FROM next_job
+    WHERE j.id = next_job.next_id
+    RETURNING {job_columns}
+),
+announced AS (
+    SELECT pg_notify({channel}, %(kind)s)
+    FROM completed_here
+    WHERE NOT EXISTS (SELECT FROM passed)
 )
-UPDATE {jobs} AS j
-SET status = 'claimed',
-    claimed_by = %(worker)s,
-    run_count = j.run_count + 1,
-    claim_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
-FROM next_job
-WHERE j.id = next_job.next_id
-RETURNING {job_columns}
+SELECT passed.* FROM passed WHERE (SELECT count(*) FROM announced) >= 0

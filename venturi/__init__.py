@@ -35,8 +35,8 @@ from venturi.models import (
 )
 from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import JobFunction
-from venturi.retention import Retention
-from venturi.schedules import Schedule, ScheduleInfo
+from venturi.schedules.retention import Retention
+from venturi.schedules.schedule import Schedule, ScheduleInfo
 from venturi.worker.runtime import Worker
 
 logging.getLogger("venturi").addHandler(logging.NullHandler())

@@ -86,3 +86,8 @@ def first_line(exc: BaseException) -> str:
     one-line log records and error messages."""
     text = str(exc).strip()
     return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+class ListenerPolling(VenturiError):
+    """The queue's LISTEN connection cannot hear notifications (it leads to a
+    transaction-pooling proxy, or no NOTIFY came back): workers would poll."""

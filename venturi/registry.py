@@ -14,7 +14,7 @@ from ulid import ULID
 from venturi.backoff import Backoff, Exponential
 from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError, InvalidJob
-from venturi.limits import KindLimits, Rate, to_concurrency, to_key_concurrency, to_rate
+from venturi.flow.limits import KindLimits, Rate, to_concurrency, to_key_concurrency, to_rate
 from venturi.models import validate_kind, validate_max_attempts, validate_priority
 
 P = ParamSpec("P")

@@ -98,6 +98,7 @@ class SettleAction(enum.StrEnum):
     PAUSE = "pause"
     DEAD = "dead"
     RELEASE = "release"
+    RECOVER = "recover"  # the reaper's: a lapsed lease, counted as a failure
 
 
 _OUTCOMES: Final = {
@@ -106,6 +107,7 @@ _OUTCOMES: Final = {
     SettleAction.PAUSE: Outcome.PAUSED,
     SettleAction.DEAD: Outcome.DEAD,
     SettleAction.RELEASE: Outcome.RELEASED,
+    SettleAction.RECOVER: Outcome.RECOVERED,
 }
 
 
@@ -196,6 +198,15 @@ class Settlement:
     def release(cls, note: str | None = None, facts: Mapping[str, Any] | None = None) -> Settlement:
         """Hand a claimed job back untouched (never started, or stopping)."""
         return cls(SettleAction.RELEASE, note=note, facts=facts)
+
+    @classmethod
+    def recover(cls, owner: str | None, delay: Duration = 0) -> Settlement:
+        """Take back a run whose lease lapsed (its worker, ``owner``, crashed or froze): a
+        failure like `retry`, pending after ``delay`` or dead once out of attempts. Only
+        a run whose lease has expired is recovered; the journal's facts say it was lost."""
+        seconds = delay_seconds(delay, "recovery delay")
+        note = f"lease held by {owner or '?'} expired"
+        return cls(SettleAction.RECOVER, delay=seconds, note=note, facts=LOST_FACTS)
 
     def fallback(self, refusal: str) -> Settlement:
         """The same outcome in a form any database stores, for when it refused this one

@@ -12,7 +12,8 @@ from ulid import ULID
 from venturi.errors import UnknownJob
 from venturi.models import JobRecord
 from venturi.store import retrying
-from venturi.store.protocol import Notifier, Store
+from venturi.store.notifier import PostgresNotifier
+from venturi.store.postgres import PostgresStore
 
 logger = logging.getLogger("venturi.waiting")
 
@@ -47,13 +48,13 @@ class Waiters:
     notification costs nothing but its delivery. Started by the first wait.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: PostgresStore) -> None:
         self._store = store
         self._lock = threading.Lock()
         self._slots: dict[ULID, list[_Slot]] = {}
         self._listening = threading.Event()
         self._closed = threading.Event()
-        self._notifier: Notifier | None = None
+        self._notifier: PostgresNotifier | None = None
         self._thread: threading.Thread | None = None
 
     def wait(self, job_id: ULID, timeout: float) -> JobRecord:
@@ -132,7 +133,7 @@ class Waiters:
         if not awaited:
             return
         try:
-            finished = self._store.finished_jobs(awaited)
+            finished = self._store.reads.finished_jobs(awaited)
         except Exception:
             # The next notification, reconnect or poll reads again; waiters time out.
             logger.exception("reading the waited-for jobs failed")

@@ -43,7 +43,7 @@ def test_overview_marks_estimates_on_a_large_table(scene: Scene, database_dsn: s
 
     with psycopg.connect(database_dsn, autocommit=True) as conn:
         conn.execute(f"ANALYZE {scene.queue.store.prefix.jobs}")
-    figures = scene.queue.store.overview(exact_below=1)
+    figures = scene.queue.store.reads.overview(exact_below=1)
     assert figures.estimated and figures.analyzed_at is not None
     mail = {k.kind: k for k in figures.kinds}["mail"]
     # Counted from the partial indexes: exact.

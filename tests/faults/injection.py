@@ -1,7 +1,8 @@
 """Fault injection at the store's seam: a chosen statement fails for real on the server.
 
-`InjectingStore` is a `PostgresStore` whose statements (``_fetch``, named after their
-sql/ file) and enqueues run as usual until a `Faults` plan says otherwise. Then, on the
+`InjectingStore` is a `PostgresStore` whose statements (``_run``, named after their
+sql/ file; ``settle`` for every run's end) and enqueues run as usual until a `Faults`
+plan says otherwise. Then, on the
 very connection the statement was about to use and just before it runs, the server
 raises a genuine error of the chosen class:
 
@@ -14,7 +15,7 @@ raises a genuine error of the chosen class:
 - a terminated backend (57P01): a side connection ends the connection's backend with
   ``pg_terminate_backend`` and the statement itself then fails on the dead connection.
 
-The error is raised inside the store's own ``connection()`` block, so whatever the store
+The error is raised inside the checkout of the store's `Connections`, so whatever the store
 does with errors of its statements (map, retry) it does with these.
 """
 
@@ -36,9 +37,9 @@ from ulid import ULID
 from tests.support import wait_until
 from venturi.models import JobRecord, NewJob
 from venturi.prefix import Prefix
-from venturi.settlements import BatchOutcome, Claim, Settlement
-from venturi.store.postgres import PostgresStore
-from venturi.store.repending import Written
+from venturi.settlements import Claim, Settlement
+from venturi.store.connections import Connections
+from venturi.store.postgres import PostgresStore, Written
 
 SETTING_MS: Final = 50
 
@@ -87,27 +88,68 @@ class Faults:
             return len(self.fired)
 
 
+class InjectingConnections(Connections):
+    """`Connections` whose checkouts fail as the `Faults` plan says for the statement the
+    thread names (`InjectingStore.statement`); its side pools (the heartbeat's, the
+    reaper's) follow the same plan."""
+
+    def __init__(
+        self, base: Connections, faults: Faults, current: threading.local, jobs: sql.Identifier
+    ) -> None:
+        super().__init__(base.source, owned=base.owned, target=base.target)
+        self.faults = faults
+        self.current = current
+        self.jobs = jobs
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        with super().connection() as conn:
+            error = self.faults.take(getattr(self.current, "name", None))
+            if error is not None:
+                try:
+                    _inject(error, conn, self.target.text, self.jobs)
+                except psycopg.Error as exc:
+                    self.faults.errors.append(exc)
+                    raise
+            yield conn
+
+    def side(self, pool_size: int, label: str) -> Connections:
+        side = super().side(pool_size, label)
+        return InjectingConnections(side, self.faults, self.current, self.jobs)
+
+
 class InjectingStore(PostgresStore):
-    """A `PostgresStore` that fails statements as its `Faults` plan says (see module doc).
+    """A `PostgresStore` that fails statements as its `Faults` plan says (see module doc):
+    each named operation names what runs on this thread's connections meanwhile, and
+    its `InjectingConnections` fail the checkout. Its `sibling` (the heartbeat's and
+    reaper's store) follows the same plan."""
 
-    Build it with ``InjectingStore.from_dsn(...)`` and then `use`; its `sibling` (the
-    heartbeat's and reaper's store) follows the same plan.
-    """
-
-    faults: Faults
     _current = threading.local()
 
     @classmethod
     def open(cls, dsn: str, prefix: str, faults: Faults, **options: Any) -> InjectingStore:
         """A migrated store over its own pool, failing statements as ``faults`` says."""
-        store = cls.from_dsn(dsn, Prefix(prefix), **options)
-        assert isinstance(store, InjectingStore)
-        store.use(faults).migrate()
+        plain = PostgresStore.from_dsn(dsn, Prefix(prefix), **options)
+        store = cls.injecting(plain, faults)
+        store.migrate()
         return store
 
-    def use(self, faults: Faults) -> InjectingStore:
-        self.faults = faults
-        return self
+    @classmethod
+    def injecting(cls, store: PostgresStore, faults: Faults) -> InjectingStore:
+        """``store``'s connections, failing statements as ``faults`` says."""
+        jobs = sql.Identifier(f"{store.prefix.name}_jobs")
+        return cls(
+            InjectingConnections(store.connections, faults, cls._current, jobs),
+            store.prefix,
+            max_payload_bytes=store.max_payload_bytes,
+            listen=store.listen,
+            hooks=store.hooks,
+        )
+
+    @property
+    def faults(self) -> Faults:
+        assert isinstance(self.connections, InjectingConnections)
+        return self.connections.faults
 
     @contextmanager
     def statement(self, name: str) -> Iterator[None]:
@@ -119,13 +161,33 @@ class InjectingStore(PostgresStore):
         finally:
             self._current.name = previous
 
-    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    def _run(
+        self,
+        name: str,
+        params: dict[str, Any] | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> list[tuple[Any, ...]]:
         with self.statement(name):
-            return super()._fetch(name, params)
+            return super()._run(name, params, conn)
 
-    def _fetch_each(self, name: str, items: list[tuple[Claim, Settlement]]) -> list[Written]:
-        with self.statement(name):
-            return super()._fetch_each(name, items)
+    def settle_many(
+        self,
+        items: Sequence[tuple[Claim, Settlement]],
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> list[Written]:
+        with self.statement("settle"):
+            return super().settle_many(items, conn)
+
+    def settle_and_pass(
+        self,
+        claim: Claim,
+        settlement: Settlement,
+        kind: str,
+        lease: float,
+        priority_floor: int | None = None,
+    ) -> tuple[Written, list[JobRecord]]:
+        with self.statement("settle_and_pass"):
+            return super().settle_and_pass(claim, settlement, kind, lease, priority_floor)
 
     def enqueue(self, job: NewJob, conn: psycopg.Connection[Any] | None = None) -> ULID:
         with self.statement("enqueue"):
@@ -137,39 +199,17 @@ class InjectingStore(PostgresStore):
         with self.statement("enqueue_many"):
             return super().enqueue_many(jobs, conn)
 
-    def complete_and_claim(
-        self,
-        claim: Claim,
-        settlement: Settlement,
-        kind: str,
-        lease: float,
-        priority_floor: int | None = None,
-    ) -> tuple[BatchOutcome, list[JobRecord]]:
-        with self.statement("complete_and_claim"):
-            return super().complete_and_claim(claim, settlement, kind, lease, priority_floor)
-
-    @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        with super().connection() as conn:
-            error = self.faults.take(getattr(self._current, "name", None))
-            if error is not None:
-                try:
-                    _inject(error, conn, self.connection_params()[0], self._jobs_table())
-                except psycopg.Error as exc:
-                    self.faults.errors.append(exc)
-                    raise
-            yield conn
-
-    def _jobs_table(self) -> sql.Identifier:
-        return sql.Identifier(f"{self.prefix.name}_jobs")
-
     def sibling(self, pool_size: int = 1) -> PostgresStore:
-        twin = super().sibling(pool_size)
-        # The sibling is built by PostgresStore itself; give it this class's statements
-        # and the same plan, so the heartbeat and the reaper meet the faults too.
-        twin.__class__ = InjectingStore
-        assert isinstance(twin, InjectingStore)
-        return twin.use(self.faults)
+        # The side store's connections inject (`InjectingConnections.side`); its named
+        # operations are this class's.
+        side = super().sibling(pool_size)
+        return InjectingStore(
+            side.connections,
+            side.prefix,
+            max_payload_bytes=side.max_payload_bytes,
+            listen=side.listen,
+            hooks=side.hooks,
+        )
 
 
 def _inject(

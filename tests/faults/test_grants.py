@@ -29,7 +29,7 @@ from tests.support import wait_until
 from venturi.cli.main import build_cli
 from venturi.dashboard import Dashboard
 from venturi.prefix import Prefix
-from venturi.retention import Retention
+from venturi.schedules.retention import Retention
 from venturi.store.postgres import PostgresStore
 
 PAGE = Path(__file__).parents[2] / "docs" / "howto" / "security.md"
@@ -305,7 +305,7 @@ def test_the_reader_role_reads_every_dashboard_page_and_command_but_writes_nothi
         pages = [*DASHBOARD_PAGES, f"/jobs/{done}", f"/workflows/{flow.id}"]
         answered = {page: client.get(page).status_code for page in pages}
         assert answered == dict.fromkeys(pages, 200)
-        estimated = reader.store.overview(exact_below=1)  # from ANALYZE's statistics
+        estimated = reader.store.reads.overview(exact_below=1)  # from ANALYZE's statistics
         assert estimated.estimated
         refused = {
             "enqueue": _refused(lambda: reader.enqueue("mail", {"n": 5})),

@@ -52,7 +52,7 @@ def test_each_error_class_is_raised_by_the_server(
 
 def test_other_statements_and_later_runs_are_left_alone(injecting: InjectingStore) -> None:
     injecting.faults.arm("probe", ErrorClass.STATEMENT_TIMEOUT, times=1)
-    assert injecting.stats().kinds == ()
+    assert injecting.reads.stats().kinds == ()
     with pytest.raises(FAILURES), injecting.statement("probe"), injecting.connection() as conn:
         conn.execute("SELECT 1")
     with injecting.statement("probe"), injecting.connection() as conn:

@@ -71,7 +71,7 @@ class _ListenThroughProxy(PostgresStore):
     listen_conninfo = ""
 
     def notifier(self) -> PostgresNotifier:
-        _, kwargs = self.connection_params()
+        _, kwargs = (self.connections.target.text, self.connections.keywords())
         return PostgresNotifier(self.listen_conninfo, kwargs, self.prefix)
 
 

@@ -1,4 +1,4 @@
-"""The transaction that passes a completed run's place on (complete_and_claim) failing with
+"""The transaction that passes a completed run's place on (settle_and_pass) failing with
 every transient error class: the run is then completed the usual way, nothing is lost,
 run twice or left claimed, and the kind's limit holds."""
 
@@ -51,7 +51,7 @@ def test_a_failed_pass_completes_the_run_the_usual_way(
         with lock:
             running.remove(n)
 
-    faults.arm("complete_and_claim", error, times=2)
+    faults.arm("settle_and_pass", error, times=2)
     queue.enqueue_many([venturi.NewJob("capture", {"n": n}) for n in range(JOBS)])
     probe = Probe(database_dsn, queue.prefix)
     try:

@@ -23,6 +23,7 @@ from psycopg import sql
 
 from tests.faults import invariants
 from tests.faults.server import ThrowawayServer
+from tests.support import complete_many, recover
 from venturi.models import JobRecord, NewJob, Outcome
 from venturi.prefix import Prefix
 from venturi.settlements import BatchOutcome, Claim, Settlement
@@ -70,7 +71,7 @@ def test_64_concurrent_settles_of_one_claim_200_times(
             claim = Claim.of(job)
             answers = list(pool.map(partial(settle, claim), range(THREADS)))
             applied = [a for a in answers if a is not None]
-            journal = store.journal(job_id)
+            journal = store.reads.journal(job_id)
             assert len(applied) == 1, f"{len(applied)} settlements applied"
             assert len(journal) == 1, journal
             assert applied == [journal[0].outcome], "the winner's answer is not the journal's"
@@ -131,14 +132,14 @@ def test_racing_transitions_in_both_orders(  # noqa: PLR0917 (fixtures and param
     [stale] = store.find_stale()
     calls: dict[str, Callable[[], Any]] = {
         "settle": lambda: store.settle(Claim.of(job), Settlement.complete()),
-        "reaper": lambda: store.recover(stale),
+        "reaper": lambda: recover(store, stale),
         "heartbeat": lambda: store.extend_lease([(Claim.of(job), 300.0)]).kept(job.id),
         "cancel": lambda: store.cancel(job.id),
     }
     got = [calls[first](), calls[second]()]
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None
-    outcomes = [entry.outcome.value for entry in store.journal(job.id)]
+    outcomes = [entry.outcome.value for entry in store.reads.journal(job.id)]
     print(f"\n{first} then {second}: results {got}, job {after.status.value}, journal {outcomes}")
     assert got == results
     assert after.status.value == status
@@ -163,15 +164,15 @@ def test_a_locked_row_is_skipped_never_waited_for(
             sql.SQL("SELECT 1 FROM {} WHERE id = %s FOR UPDATE").format(jobs), (job.id.to_uuid(),)
         )
         # Each call must return while the lock is held (a wait would time out here).
-        recovered = pool.submit(store.recover, stale).result(timeout=20)
+        recovered = pool.submit(recover, store, stale).result(timeout=20)
         renewed = pool.submit(store.extend_lease, [(claim, 300.0)]).result(timeout=20)
-        completed = pool.submit(store.complete_many, [(claim, Settlement.complete())]).result(
+        completed = pool.submit(complete_many, store, [(claim, Settlement.complete())]).result(
             timeout=20
         )
     assert recovered is None
     assert renewed == BatchOutcome(busy=frozenset({job.id}))
     assert completed == BatchOutcome(busy=frozenset({job.id}))
-    assert store.journal(job.id) == []
+    assert store.reads.journal(job.id) == []
     # Once the lock is gone, the reaper takes the expired claim back.
-    assert store.recover(stale) is Outcome.RECOVERED
-    assert [e.outcome.value for e in store.journal(job.id)] == ["recovered"]
+    assert recover(store, stale) is Outcome.RECOVERED
+    assert [e.outcome.value for e in store.reads.journal(job.id)] == ["recovered"]

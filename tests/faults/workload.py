@@ -24,7 +24,7 @@ STATEMENT_THREADS: Final = (
     "venturi-dispatcher",
     "venturi-heartbeat",
     "venturi-reaper",
-    "venturi-completer",
+    "venturi-settler",
 )
 
 

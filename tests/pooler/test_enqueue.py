@@ -11,7 +11,7 @@ from ulid import ULID
 
 import venturi
 from tests.support import Probe, postgres_store
-from venturi.store.statements import leads_to_pooling_proxy
+from venturi.store.connections import leads_to_pooling_proxy
 
 THREADS = 16
 PER_THREAD = 200

@@ -62,7 +62,7 @@ def test_the_listener_uses_listen_dsn_and_its_own_connect_timeout(
     listen = f"{database_dsn}?application_name=venturi-listen&connect_timeout=7"
     monkeypatch.setenv("VENTURI_LISTEN_DSN", listen)
     with venturi.Queue(database_dsn, prefix=prefix, pool_size=1) as queue:
-        assert postgres_store(queue).listen_dsn == listen
+        assert _listen_dsn(postgres_store(queue)) == listen
         notifier = postgres_store(queue).notifier()
         try:
             notifier.connect()
@@ -78,7 +78,7 @@ def test_the_listener_uses_listen_dsn_and_its_own_connect_timeout(
             notifier.close()
     monkeypatch.setenv("VENTURI_LISTEN_DSN", "")
     with venturi.Queue(database_dsn, prefix=prefix, pool_size=1) as queue:
-        assert postgres_store(queue).listen_dsn is None
+        assert _listen_dsn(postgres_store(queue)) is None
 
 
 def test_cli_takes_listen_dsn_from_option_or_env(database_dsn: str, prefix: str) -> None:
@@ -88,7 +88,7 @@ def test_cli_takes_listen_dsn_from_option_or_env(database_dsn: str, prefix: str)
     @cli.command("show-listen")
     @pass_state
     def show(state: CliState) -> None:
-        seen.append(postgres_store(state.queue()).listen_dsn)
+        seen.append(_listen_dsn(postgres_store(state.queue())))
 
     runner = CliRunner()
     env = {"VENTURI_DSN": database_dsn, "VENTURI_PREFIX": prefix}
@@ -108,3 +108,8 @@ def test_flask_and_django_settings_take_a_listen_dsn() -> None:
     assert VenturiSettings().listen_dsn is None
     with pytest.raises(SettingsError, match="LISTEN_DSN"):
         VenturiSettings(listen_dsn="")
+
+
+def _listen_dsn(store: PostgresStore) -> str | None:
+    """The connection string the store's listener connects to instead of the pool's."""
+    return None if store.listen is None else store.listen.text

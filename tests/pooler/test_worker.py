@@ -155,14 +155,14 @@ def test_a_limited_kind_passes_its_places_on_through_the_pooler(
     lock = threading.Lock()
     running: list[int] = []
     highest = 0
-    complete_and_claim = store.complete_and_claim
+    settle_and_pass = store.settle_and_pass
 
     def counted(*args: Any, **kwargs: Any) -> Any:
-        outcome, claimed = complete_and_claim(*args, **kwargs)
+        written, claimed = settle_and_pass(*args, **kwargs)
         passed.append(len(claimed))
-        return outcome, claimed
+        return written, claimed
 
-    store.complete_and_claim = counted  # type: ignore[method-assign]
+    store.settle_and_pass = counted  # type: ignore[method-assign]
 
     @queue.job("limited", concurrency=limit)
     def limited(n: int) -> None:

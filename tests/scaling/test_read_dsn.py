@@ -23,7 +23,7 @@ from venturi.contrib.django.conf import VenturiSettings
 from venturi.contrib.flask import FlaskSettings
 from venturi.contrib.settings import SettingsError
 from venturi.store.postgres import PostgresStore
-from venturi.store.read_only import READ_APPLICATION_NAME, read_only_keywords
+from venturi.store.reads import READ_APPLICATION_NAME, read_only_keywords
 
 
 def _prefix_tables(conn: psycopg.Connection[tuple[str]], prefix: str) -> list[str]:
@@ -146,9 +146,10 @@ def test_read_connections_refuse_writes_whatever_the_role(database_dsn: str, pre
     queue = venturi.Queue(database_dsn, prefix=prefix, read_dsn=database_dsn)
     try:
         queue.migrate()
-        assert queue.read_store is not None
+        assert queue.reads is not queue.store.reads
+        writer = PostgresStore(queue.reads.connections, queue.reads.prefix)  # a write sent there
         with pytest.raises(venturi.StoreError, match="read-only transaction"):
-            queue.read_store.enqueue(queue.new_job("k"))
+            writer.enqueue(queue.new_job("k"))
         assert queue.stats().kinds == ()
     finally:
         queue.close()
@@ -169,7 +170,7 @@ def test_without_read_dsn_reads_use_the_queues_own_store(
 ) -> None:
     monkeypatch.delenv("VENTURI_READ_DSN", raising=False)
     with venturi.Queue(database_dsn, prefix=prefix) as queue:
-        assert queue.read_store is None and queue.reads is queue.store
+        assert queue.reads is queue.store.reads
 
 
 def test_a_bad_read_dsn_is_refused_before_any_pool_opens(
@@ -193,7 +194,7 @@ def test_read_dsn_from_env_for_queue_and_cli_but_never_for_a_shared_pool(
     pool = _one_connection_pool(database_dsn)
     try:
         with venturi.Queue.from_pool(pool, prefix=prefix) as shared:
-            assert shared.read_store is None
+            assert shared.reads is shared.store.reads
     finally:
         pool.close()
     given = make_conninfo(database_dsn, application_name=f"{prefix}_opt")
@@ -205,8 +206,8 @@ def test_read_dsn_from_env_for_queue_and_cli_but_never_for_a_shared_pool(
 
 
 def _read_conninfo(queue: venturi.Queue) -> str:
-    assert isinstance(queue.read_store, PostgresStore)
-    return queue.read_store.connection_params()[0]
+    assert queue.reads is not queue.store.reads
+    return queue.reads.connections.target.text
 
 
 def test_flask_and_django_settings_take_a_read_dsn() -> None:

@@ -12,7 +12,8 @@ import venturi
 from tests.faults.server import ThrowawayServer, running_throwaway_server
 from tests.scaling.standby import StandbyServer
 from tests.support import backends, fresh_prefix, wait_until
-from venturi.store.read_only import READ_APPLICATION_NAME
+from venturi.store.postgres import PostgresStore
+from venturi.store.reads import READ_APPLICATION_NAME
 
 pytestmark = pytest.mark.slow  # starts a primary and a standby of its own
 
@@ -65,12 +66,13 @@ def test_reads_come_from_the_standby_and_writes_from_the_primary(
         # A job enqueued now is on the primary at once, and read from the standby only
         # once replayed there.
         later = k.enqueue(n=9)
-        assert queue.store.get(later) is not None
+        assert queue.store.reads.get(later) is not None
         wait_until(lambda: queue.get(later) is not None, what="the standby replayed the enqueue")
 
-        assert queue.read_store is not None
+        assert queue.reads is not queue.store.reads
+        writer = PostgresStore(queue.reads.connections, queue.reads.prefix)  # a write sent there
         with pytest.raises(venturi.StoreError, match="read-only transaction"):
-            queue.read_store.enqueue(queue.new_job("k", {"n": 0}))
+            writer.enqueue(queue.new_job("k", {"n": 0}))
         assert queue.cancel(later)  # writes go to the primary
     finally:
         queue.close()

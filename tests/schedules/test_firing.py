@@ -17,9 +17,9 @@ from venturi.client import Queue
 from venturi.errors import ConfigurationError
 from venturi.events import WorkerEvents
 from venturi.metrics import MetricsEvents
-from venturi.schedules import MISSED_AFTER, Schedule
+from venturi.schedules.schedule import MISSED_AFTER, Schedule
+from venturi.schedules.scheduler import Scheduler
 from venturi.worker.runtime import Worker
-from venturi.worker.scheduler import Scheduler
 
 HOUR = timedelta(hours=1)
 
@@ -248,7 +248,7 @@ def test_trigger_enqueues_one_run_outside_the_bookkeeping(queue: Queue, probe: P
     with pytest.raises(ConfigurationError, match="no schedule named 'nope'"):
         queue.trigger("nope")
     with pytest.raises(ConfigurationError, match="enqueues no job"):
-        queue.trigger("venturi.retention")
+        queue.trigger("venturi.schedules.retention")
     assert probe.count("jobs") == 1
 
 

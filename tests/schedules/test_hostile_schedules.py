@@ -14,9 +14,9 @@ from tests.support import Probe, wait_until
 from venturi.client import Queue
 from venturi.durations import MAX_DELAY_SECONDS
 from venturi.errors import ConfigurationError
-from venturi.schedules import Schedule
+from venturi.schedules.schedule import Schedule
+from venturi.schedules.scheduler import Scheduler
 from venturi.worker.runtime import Worker
-from venturi.worker.scheduler import Scheduler
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,7 @@ def test_the_longest_interval_is_accepted_and_syncs(queue: Queue) -> None:
 
     queue.schedule("rare", every=MAX_DELAY_SECONDS)
     Scheduler(queue.store, list(queue.schedules.values())).run_once()
-    (row,) = queue.store.schedules()
+    (row,) = queue.store.reads.schedules()
     assert row.name == "rare"
 
 

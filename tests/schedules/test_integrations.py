@@ -12,7 +12,7 @@ from flask import Flask
 from venturi.contrib.flask import Venturi
 from venturi.contrib.lazy import Registry
 from venturi.errors import ConfigurationError, InvalidJob, UnknownKind
-from venturi.schedules import Schedule
+from venturi.schedules.schedule import Schedule
 
 
 class _Target:

@@ -13,8 +13,8 @@ import pytest
 from tests.support import Probe
 from venturi.client import Queue
 from venturi.errors import ConfigurationError, InvalidJob
-from venturi.schedule_registry import split_options
-from venturi.worker.scheduler import Scheduler
+from venturi.schedules.schedule import split_options
+from venturi.schedules.scheduler import Scheduler
 
 
 def _sync() -> None: ...

@@ -17,7 +17,7 @@ from tests.schedules.schedule_proc import RACE_KIND, register
 from tests.schedules.support import fired_slots, slot_problems
 from tests.support import Probe
 from venturi.client import Queue
-from venturi.worker.scheduler import Scheduler
+from venturi.schedules.scheduler import Scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
 RACE_SECONDS = 30.0

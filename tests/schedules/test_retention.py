@@ -17,8 +17,8 @@ from venturi.contrib.flask import FlaskSettings
 from venturi.contrib.settings import QueueSettings, SettingsError
 from venturi.errors import ConfigurationError
 from venturi.events import WorkerEvents
-from venturi.retention import DAY, Retention
-from venturi.worker.scheduler import Pruner
+from venturi.schedules.retention import DAY, Retention
+from venturi.schedules.scheduler import Pruner
 
 
 def stage_finished(
@@ -169,7 +169,9 @@ def test_workers_prune_on_their_own_while_draining(
     assert probe.count("jobs", "kind = 'work' AND status = 'completed'") == 500
     pruned = [r for r in caplog.records if r.getMessage().startswith("retention deleted")]
     assert pruned and sum(r.deleted["completed"] for r in pruned) == 5_000  # type: ignore[attr-defined]
-    row = probe.rows("SELECT payload, active FROM {schedules} WHERE name = 'venturi.retention'")
+    row = probe.rows(
+        "SELECT payload, active FROM {schedules} WHERE name = 'venturi.schedules.retention'"
+    )
     assert row == [({"completed": DAY, "cancelled": DAY, "dead": 7 * DAY, "batch": 200}, True)]
 
 

@@ -19,7 +19,7 @@ def _finished(store: PostgresStore, how: str) -> JobRecord:
         [job] = store.claim("w", {"k": 30}, 1)
         settlement = Settlement.complete() if how == "completed" else Settlement.retry(0)
         assert store.settle(Claim.of(job), settlement)
-    finished = store.get(job_id)
+    finished = store.reads.get(job_id)
     assert finished is not None and finished.status.value == how
     return finished
 
@@ -27,10 +27,10 @@ def _finished(store: PostgresStore, how: str) -> JobRecord:
 def test_cancel_a_pending_job(store: PostgresStore, probe: Probe) -> None:
     job_id = store.enqueue(NewJob("k"))
     assert store.cancel(job_id, note="not needed") is True
-    job = store.get(job_id)
+    job = store.reads.get(job_id)
     assert job is not None
     assert job.status is JobStatus.CANCELLED and job.finished_at is not None
-    [entry] = store.journal(job_id)
+    [entry] = store.reads.journal(job_id)
     assert (entry.outcome, entry.note, entry.run_no) == (Outcome.CANCELLED, "not needed", 0)
     assert store.claim("w", {"k": 30}, 5) == []
 
@@ -39,13 +39,13 @@ def test_cancel_a_claimed_job_fences_out_its_run(store: PostgresStore) -> None:
     store.enqueue(NewJob("k"))
     [job] = store.claim("w", {"k": 30}, 1)
     assert store.cancel(str(job.id)) is True
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None and after.status is JobStatus.CANCELLED
     assert after.claim_expires_at is None
     assert store.extend_lease([(Claim.of(job), 60)]) == BatchOutcome()
     assert store.settle(Claim.of(job), Settlement.complete()) is None
     assert store.find_stale() == []
-    assert [e.outcome for e in store.journal(job.id)] == [Outcome.CANCELLED]
+    assert [e.outcome for e in store.reads.journal(job.id)] == [Outcome.CANCELLED]
 
 
 @pytest.mark.parametrize("how", ["completed", "dead", "cancelled"])
@@ -64,13 +64,13 @@ def test_requeue_a_finished_job(store: PostgresStore, listener: Listener, how: s
     listener.until_marker()
     before = store.now()
     assert store.requeue(job.id, note="try again") is True
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None
     assert after.status is JobStatus.PENDING
     assert after.failure_count == 0 and after.finished_at is None
     assert after.claimed_by is None and after.claim_expires_at is None
     assert before <= after.visible_at <= store.now()
-    last = store.journal(job.id)[-1]
+    last = store.reads.journal(job.id)[-1]
     assert (last.outcome, last.note) == (Outcome.REQUEUED, "try again")
     assert listener.until_marker() == ["k"]
     [again] = store.claim("w", {"k": 30}, 1)
@@ -95,9 +95,9 @@ def test_requeue_dead_takes_every_dead_job_in_batches(store: PostgresStore) -> N
     _finished(store, "completed")
     assert store.requeue_dead(batch=2) == 5
     for job in dead:
-        after = store.get(job.id)
+        after = store.reads.get(job.id)
         assert after is not None and after.status is JobStatus.PENDING
-        assert store.journal(job.id)[-1].outcome is Outcome.REQUEUED
+        assert store.reads.journal(job.id)[-1].outcome is Outcome.REQUEUED
     assert store.requeue_dead() == 0
 
 
@@ -115,5 +115,5 @@ def test_last_notes_reads_each_jobs_latest_note_in_one_statement(store: Postgres
     assert store.cancel(noted, note="first")
     assert store.requeue(noted, note="second")
     assert store.cancel(quiet)
-    assert store.last_notes([noted, quiet]) == {noted: "second"}
-    assert store.last_notes([]) == {}
+    assert store.reads.last_notes([noted, quiet]) == {noted: "second"}
+    assert store.reads.last_notes([]) == {}

@@ -21,7 +21,7 @@ def test_claim_stamps_owner_lease_and_epoch(store: PostgresStore) -> None:
     assert job.run_count == 1
     assert job.claim_expires_at is not None
     assert before + timedelta(seconds=45) <= job.claim_expires_at <= after + timedelta(seconds=45)
-    assert store.get(job_id) == job
+    assert store.reads.get(job_id) == job
 
 
 def test_a_claimed_job_is_not_claimed_again(store: PostgresStore) -> None:

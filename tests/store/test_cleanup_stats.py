@@ -72,15 +72,17 @@ def test_cleanup_works_in_bounded_batches(
     for job_id in ids[:25]:
         assert store.cancel(job_id)
     deleted_per_statement: list[int] = []
-    fetch = store._fetch
+    run = store._run
 
-    def counting(name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        rows = fetch(name, params)
+    def counting(
+        name: str, params: dict[str, Any] | None = None, conn: Any = None
+    ) -> list[tuple[Any, ...]]:
+        rows = run(name, params, conn)
         if name == "cleanup":
             deleted_per_statement.append(int(rows[0][0]))
         return rows
 
-    monkeypatch.setattr(store, "_fetch", counting)
+    monkeypatch.setattr(store, "_run", counting)
     assert store.cleanup(CleanupCriteria(FUTURE), batch=10) == 25
     assert deleted_per_statement == [10, 10, 5]
     assert probe.count("jobs") == 1
@@ -95,7 +97,7 @@ def test_cleanup_refuses_a_batch_that_could_never_finish(store: PostgresStore, b
 def test_stats_counts_every_status_per_kind(store: PostgresStore) -> None:
     _one_of_each(store, "a")
     store.enqueue(NewJob("b"))
-    snapshot = store.stats()
+    snapshot = store.reads.stats()
     a, b = snapshot.kinds
     assert (a.kind, a.pending, a.scheduled, a.claimed, a.completed, a.dead, a.cancelled) == (
         "a",
@@ -122,6 +124,6 @@ def test_stats_counts_every_status_per_kind(store: PostgresStore) -> None:
 
 
 def test_stats_of_an_empty_queue(store: PostgresStore) -> None:
-    snapshot = store.stats()
+    snapshot = store.reads.stats()
     assert snapshot.kinds == ()
     assert snapshot.taken_at.tzinfo is not None

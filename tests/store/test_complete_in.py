@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.support import Probe, wait_until
+from tests.support import Probe, complete_in, complete_many, wait_until
 from venturi.models import JobRecord, JobStatus, NewJob, Outcome
 from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import PostgresStore
@@ -23,7 +23,7 @@ def _claimed(store: PostgresStore, lease: float = 30) -> JobRecord:
 
 
 def _status(store: PostgresStore, job: JobRecord) -> JobStatus:
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None
     return after.status
 
@@ -43,11 +43,11 @@ def test_a_completion_commits_with_the_transactions_writes(
     job = _claimed(store)
     with store.transaction() as conn:
         conn.execute(sql.SQL("INSERT INTO {} VALUES (%s)").format(effects), [job.id.to_uuid()])
-        assert store.complete_in(conn, Claim.of(job), Settlement.complete({"n": 1}, note="x"))
+        assert complete_in(store, conn, Claim.of(job), Settlement.complete({"n": 1}, note="x"))
         # Nothing is visible outside before the commit.
         assert _status(store, job) is JobStatus.CLAIMED
     assert _status(store, job) is JobStatus.COMPLETED
-    [entry] = store.journal(job.id)
+    [entry] = store.reads.journal(job.id)
     assert (entry.outcome, entry.attachment, entry.note) == (Outcome.COMPLETED, {"n": 1}, "x")
     assert probe.scalar("SELECT count(*) FROM " + effects.as_string(probe.conn)) == 1
 
@@ -57,10 +57,10 @@ def test_a_rolled_back_completion_leaves_the_run_claimed(
 ) -> None:
     job = _claimed(store)
     with psycopg.connect(database_dsn) as conn:
-        assert store.complete_in(conn, Claim.of(job), Settlement.complete())
+        assert complete_in(store, conn, Claim.of(job), Settlement.complete())
         conn.rollback()
     assert _status(store, job) is JobStatus.CLAIMED
-    assert store.journal(job.id) == []
+    assert store.reads.journal(job.id) == []
 
 
 def test_a_run_that_lost_its_claim_is_fenced(store: PostgresStore, database_dsn: str) -> None:
@@ -68,11 +68,11 @@ def test_a_run_that_lost_its_claim_is_fenced(store: PostgresStore, database_dsn:
     stale = Claim(job.id, "w", job.run_count + 1)
     other_owner = Claim(job.id, "someone-else", job.run_count)
     with psycopg.connect(database_dsn) as conn:
-        assert not store.complete_in(conn, stale, Settlement.complete())
-        assert not store.complete_in(conn, other_owner, Settlement.complete())
+        assert not complete_in(store, conn, stale, Settlement.complete())
+        assert not complete_in(store, conn, other_owner, Settlement.complete())
     assert store.cancel(job.id)
     with psycopg.connect(database_dsn) as conn:
-        assert not store.complete_in(conn, Claim.of(job), Settlement.complete())
+        assert not complete_in(store, conn, Claim.of(job), Settlement.complete())
     assert _status(store, job) is JobStatus.CANCELLED
 
 
@@ -85,9 +85,9 @@ def test_a_lapsed_lease_is_fenced_even_before_the_reaper_comes(
         job.id.to_uuid(),
     )
     with psycopg.connect(database_dsn) as conn:
-        assert not store.complete_in(conn, Claim.of(job), Settlement.complete())
+        assert not complete_in(store, conn, Claim.of(job), Settlement.complete())
     # The batched completion keeps its old fence: a run still holding its claim applies.
-    assert store.complete_many([(Claim.of(job), Settlement.complete())]).applied == {job.id}
+    assert complete_many(store, [(Claim.of(job), Settlement.complete())]).applied == {job.id}
 
 
 def test_the_lease_is_judged_when_the_completion_is_written_not_when_the_transaction_began(
@@ -104,7 +104,7 @@ def test_the_lease_is_judged_when_the_completion_is_written_not_when_the_transac
             timeout=10,
             what="the one-second lease to lapse",
         )
-        assert not store.complete_in(conn, Claim.of(job), Settlement.complete())
+        assert not complete_in(store, conn, Claim.of(job), Settlement.complete())
 
 
 def test_a_row_locked_by_another_session_is_waited_for(
@@ -117,7 +117,7 @@ def test_a_row_locked_by_another_session_is_waited_for(
     def complete() -> None:
         with store.transaction() as conn:
             started.set()
-            done.append(store.complete_in(conn, Claim.of(job), Settlement.complete()))
+            done.append(complete_in(store, conn, Claim.of(job), Settlement.complete()))
 
     with psycopg.connect(database_dsn) as locker:
         locker.execute(

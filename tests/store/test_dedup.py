@@ -25,9 +25,9 @@ def test_keep_returns_the_pending_holder_and_journals_the_merge(
     first = store.enqueue(NewJob("k", {"v": 1}, priority=1, dedup_key="user:1"))
     second = store.enqueue(NewJob("k", {"v": 2}, priority=9, dedup_key="user:1"))
     assert second == first
-    job = store.get(first)
+    job = store.reads.get(first)
     assert job is not None and job.payload == {"v": 1} and job.priority == 1
-    [entry] = store.journal(first)
+    [entry] = store.reads.journal(first)
     assert entry.outcome is Outcome.MERGED and entry.run_no == 0
     assert "kept" in (entry.note or "")
     assert probe.count("jobs") == 1
@@ -44,10 +44,10 @@ def test_replace_overwrites_payload_priority_and_visibility(
         )
     )
     assert second == first
-    job = store.get(first)
+    job = store.reads.get(first)
     assert job is not None
     assert (job.payload, job.priority, job.visible_at, job.max_attempts) == ({"v": 2}, 5, at, 2)
-    assert [e.outcome for e in store.journal(first)] == [Outcome.MERGED]
+    assert [e.outcome for e in store.reads.journal(first)] == [Outcome.MERGED]
     assert probe.count("jobs") == 1
 
 
@@ -55,9 +55,9 @@ def test_a_merge_function_combines_payloads(store: PostgresStore, probe: Probe) 
     first = store.enqueue(NewJob("k", {"n": 1}, dedup_key="d", on_duplicate=_sum))
     for _ in range(3):
         assert store.enqueue(NewJob("k", {"n": 2}, dedup_key="d", on_duplicate=_sum)) == first
-    job = store.get(first)
+    job = store.reads.get(first)
     assert job is not None and job.payload == {"n": 7}
-    entries = store.journal(first)
+    entries = store.reads.journal(first)
     assert [e.outcome for e in entries] == [Outcome.MERGED] * 3
     assert all("_sum" in (e.note or "") for e in entries)
     assert probe.count("jobs") == 1
@@ -69,9 +69,9 @@ def test_a_new_key_creates_a_job_and_notifies(
 ) -> None:
     job_id = store.enqueue(NewJob("k", {"n": 1}, dedup_key="d", on_duplicate=on_duplicate))
     assert listener.receive(1) == ["k"]
-    job = store.get(job_id)
+    job = store.reads.get(job_id)
     assert job is not None and job.dedup_key == "d" and job.status is JobStatus.PENDING
-    assert store.journal(job_id) == []
+    assert store.reads.journal(job_id) == []
 
 
 def test_the_same_key_in_another_kind_is_another_job(store: PostgresStore) -> None:
@@ -86,7 +86,7 @@ def test_a_claimed_holder_does_not_absorb_new_work(store: PostgresStore) -> None
     assert running.id == first
     second = store.enqueue(NewJob("k", {"v": 2}, dedup_key="d"))
     assert second != first
-    assert store.journal(first) == []
+    assert store.reads.journal(first) == []
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_a_run_repending_while_a_newer_job_holds_the_key_gives_it_up(
     [running] = store.claim("w", {"k": 30}, 1)
     second = store.enqueue(NewJob("k", dedup_key="d"))
     assert store.settle(Claim.of(running), settlement) is settlement.requested
-    old, new = store.get(first), store.get(second)
+    old, new = store.reads.get(first), store.reads.get(second)
     assert old is not None and old.status is JobStatus.PENDING and old.dedup_key is None
     assert new is not None and new.status is JobStatus.PENDING and new.dedup_key == "d"
 
@@ -110,7 +110,7 @@ def test_a_run_repending_with_its_key_free_keeps_it(store: PostgresStore) -> Non
     first = store.enqueue(NewJob("k", dedup_key="d"))
     [running] = store.claim("w", {"k": 30}, 1)
     assert store.settle(Claim.of(running), Settlement.retry(0)) is Outcome.RETRIED
-    job = store.get(first)
+    job = store.reads.get(first)
     assert job is not None and job.dedup_key == "d"
     assert store.enqueue(NewJob("k", dedup_key="d")) == first
 
@@ -132,7 +132,7 @@ def test_requeue_onto_a_held_key_is_refused_and_writes_nothing(
     journal_rows = probe.count("journal")
     with pytest.raises(DuplicateJob, match="dedup key"):
         store.requeue(first)
-    job = store.get(first)
+    job = store.reads.get(first)
     assert job is not None and job.status is JobStatus.DEAD
     assert probe.count("journal") == journal_rows
 

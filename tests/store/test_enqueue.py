@@ -29,7 +29,7 @@ def test_enqueue_writes_one_pending_job_and_returns_its_ulid(
     }
     job_id = store.enqueue(NewJob("emails.send", payload, priority=7, max_attempts=3))
     assert isinstance(job_id, ULID)
-    job = store.get(job_id)
+    job = store.reads.get(job_id)
     assert job is not None
     assert job.id == job_id
     assert job.kind == "emails.send"
@@ -52,14 +52,14 @@ def test_ids_are_time_ordered(store: PostgresStore) -> None:
 
 def test_get_accepts_the_string_form(store: PostgresStore) -> None:
     job_id = store.enqueue(NewJob("k"))
-    job = store.get(str(job_id))
+    job = store.reads.get(str(job_id))
     assert job is not None and job.id == job_id
 
 
 @pytest.mark.parametrize("delay", [30, 30.0, timedelta(seconds=30)])
 def test_delay_is_added_to_database_time(store: PostgresStore, delay: Any) -> None:
     before = store.now()
-    job = store.get(store.enqueue(NewJob("k", delay=delay)))
+    job = store.reads.get(store.enqueue(NewJob("k", delay=delay)))
     after = store.now()
     assert job is not None
     assert before + timedelta(seconds=30) <= job.visible_at <= after + timedelta(seconds=30)
@@ -68,14 +68,14 @@ def test_delay_is_added_to_database_time(store: PostgresStore, delay: Any) -> No
 
 def test_at_sets_visibility_exactly(store: PostgresStore) -> None:
     at = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
-    job = store.get(store.enqueue(NewJob("k", at=at)))
+    job = store.reads.get(store.enqueue(NewJob("k", at=at)))
     assert job is not None and job.visible_at == at
 
 
 def test_at_in_another_timezone_is_the_same_instant(store: PostgresStore) -> None:
     tz = datetime.now(UTC).astimezone().tzinfo
     at = datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)
-    job = store.get(store.enqueue(NewJob("k", at=at.astimezone(tz))))
+    job = store.reads.get(store.enqueue(NewJob("k", at=at.astimezone(tz))))
     assert job is not None and job.visible_at == at
 
 
@@ -89,7 +89,7 @@ def test_enqueue_many_writes_every_job_in_order(store: PostgresStore, probe: Pro
     ids = store.enqueue_many(jobs)
     assert len(ids) == 10 and len(set(ids)) == 10
     for i, job_id in enumerate(ids):
-        job = store.get(job_id)
+        job = store.reads.get(job_id)
         assert job is not None
         assert job.payload == {"i": i} and job.priority == i % 3
     assert probe.count("jobs") == 10
@@ -136,14 +136,14 @@ def test_enqueue_joins_the_callers_transaction_until_commit(
             assert conn.info.transaction_status == pq.TransactionStatus.INTRANS
             # Invisible to everyone else, and no wakeup yet: venturi's own notifier stays
             # quiet (a bounded wait), and a marker sent now reaches the raw listener first.
-            assert store.get(job_id) is None
+            assert store.reads.get(job_id) is None
             assert store.claim("w", {"tx.kind": 30}, 5) == []
             assert notifier.wait(0.3) is False
             assert listener.until_marker() == []
             conn.commit()
         assert listener.receive(1) == ["tx.kind"]
         assert notifier.wait(5) is True
-        assert store.get(job_id) is not None
+        assert store.reads.get(job_id) is not None
         [claimed] = store.claim("w", {"tx.kind": 30}, 5)
         assert claimed.id == job_id
     finally:
@@ -212,8 +212,8 @@ def test_the_callers_writes_and_the_job_commit_together(
         assert again == merged_id
         assert conn.execute("SELECT count(*) FROM orders").fetchone() == (1,)
         conn.commit()
-    assert store.get(job_id) is not None
-    merged = store.get(merged_id)
+    assert store.reads.get(job_id) is not None
+    merged = store.reads.get(merged_id)
     assert merged is not None and merged.payload == {"z": 1}
     assert probe.count("journal", "outcome = 'merged'") == 1
 
@@ -224,6 +224,6 @@ def test_enqueue_on_an_autocommit_connection_commits_at_once(
     with psycopg.connect(database_dsn, autocommit=True) as conn:
         job_id = store.enqueue(NewJob("k"), conn=conn)
         ids = store.enqueue_many([NewJob("k"), NewJob("k", dedup_key="d")], conn=conn)
-        assert store.get(job_id) is not None
+        assert store.reads.get(job_id) is not None
         assert len(ids) == 2
-        assert [getattr(store.get(i), "dedup_key", "gone") for i in ids] == [None, "d"]
+        assert [getattr(store.reads.get(i), "dedup_key", "gone") for i in ids] == [None, "d"]

@@ -104,7 +104,7 @@ def test_a_batch_due_now_is_copied_and_keeps_every_field_and_the_order(
     assert statements.taken() == ["COPY"]
     assert ids == sorted(ids) and len(set(ids)) == BATCH
     for job, job_id in zip(jobs, ids, strict=True):
-        record = store.get(job_id)
+        record = store.reads.get(job_id)
         assert record is not None
         assert (record.kind, record.payload, record.priority) == (
             job.kind,
@@ -164,8 +164,8 @@ def test_copy_joins_the_callers_transaction_and_rolls_back_with_it(
     assert statements.taken() == ["COPY"]  # the rolled-back one's record went with it
     assert listener.receive(1) == ["copy.a"]
     assert probe.count("jobs") == BATCH
-    assert all(store.get(i) is not None for i in again)
-    assert all(store.get(i) is None for i in ids)
+    assert all(store.reads.get(i) is not None for i in again)
+    assert all(store.reads.get(i) is None for i in ids)
 
 
 def test_copy_on_an_autocommit_connection_commits_at_once_or_joins_a_begun_transaction(
@@ -289,9 +289,9 @@ def test_a_mixed_batch_copies_what_it_can_and_inserts_the_rest_in_one_transactio
     assert ids[3] == held and ids[8] == ids[7] != held
     plain = [i for n, i in enumerate(ids) if n not in (3, 7, 8)]
     assert len(set(plain)) == len(plain) and plain == sorted(plain)
-    replaced = store.get(held)
+    replaced = store.reads.get(held)
     assert replaced is not None and replaced.payload == {"merged": 1}
-    later, fixed = store.get(ids[10]), store.get(ids[11])
+    later, fixed = store.reads.get(ids[10]), store.reads.get(ids[11])
     assert later is not None and later.visible_at > later.created_at + timedelta(seconds=59)
     assert fixed is not None and fixed.visible_at == at
     assert probe.count("jobs") == 1 + BATCH - 2  # the held job; two merged into others

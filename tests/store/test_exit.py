@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent(
     queue.migrate()
     queue.enqueue("exit.job", {})
     side = queue.store.sibling()  # a second pool venturi owns, as a worker's side store
-    side.stats()
+    side.reads.stats()
     print("left open")
     """
 )

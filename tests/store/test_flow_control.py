@@ -12,7 +12,7 @@ from psycopg import sql
 from tests.support import Probe
 from venturi import ConfigurationError, InvalidJob, NewJob, Queue
 from venturi.errors import StoreError
-from venturi.limits import KindLimits, Rate
+from venturi.flow.limits import KindLimits, Rate
 from venturi.store.postgres import PostgresStore
 
 LEASES = {"k": 30.0}
@@ -29,7 +29,7 @@ def test_a_paused_kind_is_not_claimed_by_either_path_and_resumes(store: Postgres
     assert store.claim("w", LEASES, 10) == []
     assert store.claim("w", LEASES, 10, limited={"k"}) == []
     assert store.seconds_until_visible(["k"]) is None  # paused jobs wake no one
-    assert [s.kind for s in store.kinds() if s.paused] == ["k"]
+    assert [s.kind for s in store.reads.kinds() if s.paused] == ["k"]
     assert store.resume_kinds(["k"]) == ["k"]
     assert store.resume_kinds(["k"]) == []
     assert len(store.claim("w", LEASES, 10)) == 3
@@ -39,11 +39,11 @@ def test_the_latest_declaration_wins_and_keeps_the_pause(store: PostgresStore) -
     store.pause_kinds(["k"])
     store.declare_kinds([KindLimits("k", concurrency=5)], "old-deploy")
     store.declare_kinds([KindLimits("k", concurrency=2, rate=Rate(10, 60.0))], "new-deploy")
-    (state,) = store.kinds()
+    (state,) = store.reads.kinds()
     assert state.limits == KindLimits("k", concurrency=2, rate="10/m")
     assert state.declared_by == "new-deploy" and state.paused
     store.declare_kinds([KindLimits("k")], "unlimited-deploy")
-    (state,) = store.kinds()
+    (state,) = store.reads.kinds()
     assert not state.limited and state.declared_by == "unlimited-deploy"
 
 
@@ -53,7 +53,7 @@ def test_the_plain_claim_leaves_a_limited_kind_alone(store: PostgresStore) -> No
     assert store.claim("w", LEASES, 10) == []  # a worker that has not heard of the limit
     assert len(store.claim("w", LEASES, 10, limited={"k"})) == 2
     assert store.claim("w", LEASES, 10, limited={"k"}) == []
-    (state,) = store.kinds()
+    (state,) = store.reads.kinds()
     assert state.running == 2
 
 
@@ -99,7 +99,7 @@ def test_limited_kinds_are_claimed_beside_plain_ones(store: PostgresStore) -> No
 
 def test_a_concurrency_key_is_stored_and_read_back(store: PostgresStore) -> None:
     job_id = store.enqueue(NewJob("k", concurrency_key="customer:42"))
-    record = store.get(job_id)
+    record = store.reads.get(job_id)
     assert record is not None and record.concurrency_key == "customer:42"
 
 

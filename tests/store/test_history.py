@@ -21,7 +21,7 @@ def _all_pages(
 ) -> list[list[JobRecord]]:
     pages: list[list[JobRecord]] = []
     cursor: HistoryCursor | None = None
-    while page := store.history(filter or HistoryFilter(), before=cursor, limit=limit):
+    while page := store.reads.history(filter or HistoryFilter(), before=cursor, limit=limit):
         assert len(page) <= limit
         pages.append(page)
         cursor = page[-1].cursor
@@ -56,11 +56,11 @@ def test_filters(store: PostgresStore) -> None:
     done = store.claim("w", {"a": 30}, 2)
     for job in done:
         assert store.settle(Claim.of(job), Settlement.complete())
-    finished = [store.get(j.id) for j in done]
+    finished = [store.reads.get(j.id) for j in done]
     first_done = min(j.finished_at for j in finished if j is not None and j.finished_at)
 
     def ids(**kwargs: object) -> set[ULID]:
-        return {j.id for j in store.history(HistoryFilter(**kwargs), limit=100)}  # type: ignore[arg-type]
+        return {j.id for j in store.reads.history(HistoryFilter(**kwargs), limit=100)}  # type: ignore[arg-type]
 
     assert len(ids()) == 5
     assert len(ids(kind="b")) == 2
@@ -70,13 +70,15 @@ def test_filters(store: PostgresStore) -> None:
     assert ids(finished_until=first_done) == set()
     assert ids(finished_until=first_done + timedelta(days=1)) == {j.id for j in done}
     assert ids(kind="a", status="pending") == {
-        j.id for j in store.history(HistoryFilter(kind="a"), limit=100) if j.finished_at is None
+        j.id
+        for j in store.reads.history(HistoryFilter(kind="a"), limit=100)
+        if j.finished_at is None
     }
 
 
 def test_newest_first(store: PostgresStore) -> None:
     ids = [store.enqueue(NewJob("k")) for _ in range(5)]
-    assert [j.id for j in store.history(HistoryFilter(), limit=10)] == ids[::-1]
+    assert [j.id for j in store.reads.history(HistoryFilter(), limit=10)] == ids[::-1]
 
 
 @pytest.mark.parametrize("limit", [1, 2])
@@ -108,7 +110,7 @@ def test_a_cursor_is_an_id_even_of_a_job_gone_since(store: PostgresStore, probe:
         HistoryCursor(str(ids[2])),
         HistoryCursor(ids[2].to_uuid()),
     ):
-        page = store.history(HistoryFilter(), before=before, limit=10)
+        page = store.reads.history(HistoryFilter(), before=before, limit=10)
         assert [j.id for j in page] == [ids[1], ids[0]]
 
 
@@ -117,13 +119,13 @@ def test_get_and_journal_read_inside_the_callers_uncommitted_transaction(
 ) -> None:
     with psycopg.connect(database_dsn) as conn:
         job_id = store.enqueue(NewJob("k", {"i": 1}), conn=conn)
-        assert store.get(job_id) is None, "the pool cannot see an uncommitted job"
-        job = store.get(job_id, conn=conn)
+        assert store.reads.get(job_id) is None, "the pool cannot see an uncommitted job"
+        job = store.reads.get(job_id, conn=conn)
         assert job is not None and job.payload == {"i": 1}
-        assert store.journal(job_id, conn=conn) == []
-        assert store.get(ULID(), conn=conn) is None
+        assert store.reads.journal(job_id, conn=conn) == []
+        assert store.reads.get(ULID(), conn=conn) is None
         conn.rollback()
-    assert store.get(job_id) is None
+    assert store.reads.get(job_id) is None
 
 
 def test_a_read_on_a_connection_that_loads_json_as_text_still_decodes_it(
@@ -134,7 +136,7 @@ def test_a_read_on_a_connection_that_loads_json_as_text_still_decodes_it(
         conn.adapters.register_loader("jsonb", TextLoader)
         job_id = store.enqueue(NewJob("k", {"i": [1, 2]}), conn=conn)
         assert conn.execute("SELECT '{}'::jsonb").fetchone() == ("{}",)
-        job = store.get(job_id, conn=conn)
+        job = store.reads.get(job_id, conn=conn)
         assert job is not None and job.payload == {"i": [1, 2]}
 
 
@@ -145,5 +147,5 @@ def test_a_read_on_an_aborted_transaction_raises_a_store_error(
         with pytest.raises(psycopg.errors.DivisionByZero):
             conn.execute("SELECT 1 / 0")
         with pytest.raises(StoreError):
-            store.get(ULID(), conn=conn)
+            store.reads.get(ULID(), conn=conn)
         conn.rollback()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import Probe
+from tests.support import Probe, complete_many
 from venturi import ConfigurationError, InvalidJob, Queue
 from venturi.durations import MAX_DELAY_SECONDS
 from venturi.models import JobRecord, NewJob, Outcome
@@ -39,7 +39,7 @@ def test_max_attempts_past_int4_is_refused_before_sql(
 
 def test_max_attempts_at_int4_max_is_stored(store: PostgresStore) -> None:
     job_id = store.enqueue(NewJob("k", max_attempts=INT4_MAX))
-    job = store.get(job_id)
+    job = store.reads.get(job_id)
     assert job is not None and job.max_attempts == INT4_MAX
 
 
@@ -108,7 +108,7 @@ def _unchecked(action: SettleAction, **fields: Any) -> Settlement:
 
 
 def _journal(store: PostgresStore, job: JobRecord) -> tuple[Outcome, str]:
-    (entry,) = store.journal(job.id)
+    (entry,) = store.reads.journal(job.id)
     assert entry.note is not None
     return entry.outcome, entry.note
 
@@ -116,12 +116,12 @@ def _journal(store: PostgresStore, job: JobRecord) -> tuple[Outcome, str]:
 def test_a_refused_completion_completes_without_its_attachment(store: PostgresStore) -> None:
     (job,) = _claimed(store)
     assert store.settle(Claim.of(job), _refused_attachment()) is Outcome.COMPLETED
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None and (after.status, after.run_count) == ("completed", 1)
     outcome, note = _journal(store, job)
     assert outcome is Outcome.COMPLETED and "done" in note
     assert "could not be stored" in note and "22P05" in note
-    (entry,) = store.journal(job.id)
+    (entry,) = store.reads.journal(job.id)
     assert entry.attachment is None
 
 
@@ -129,10 +129,10 @@ def test_one_refused_completion_in_a_batch_leaves_the_others_whole(store: Postgr
     jobs = _claimed(store, 5)
     items = [(Claim.of(j), Settlement.complete({"n": i})) for i, j in enumerate(jobs)]
     items[2] = (items[2][0], _refused_attachment())
-    outcome = store.complete_many(items)
+    outcome = complete_many(store, items)
     assert outcome.applied == {j.id for j in jobs} and not outcome.busy
     for i, job in enumerate(jobs):
-        (entry,) = store.journal(job.id)
+        (entry,) = store.reads.journal(job.id)
         assert entry.outcome is Outcome.COMPLETED
         assert entry.attachment == (None if i == 2 else {"n": i})
 
@@ -156,7 +156,7 @@ def test_a_refused_settlement_is_written_as_the_same_outcome(
 ) -> None:
     (job,) = _claimed(store)
     assert store.settle(Claim.of(job), settlement()) is outcome
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None and (after.status, after.run_count) == (status, 1)
     assert after.visible_at <= datetime.now(UTC) + timedelta(seconds=MAX_DELAY_SECONDS + 60)
     written, note = _journal(store, job)

@@ -28,9 +28,9 @@ def test_two_prefixes_share_nothing(
             assert listener.until_marker() == ["shared.kind"]
             assert other_listener.until_marker() == ["shared.kind"]
 
-            assert store.get(theirs) is None and other.get(mine) is None
-            assert [j.id for j in store.history(HistoryFilter())] == [mine]
-            assert store.stats().total("pending") == 1
+            assert store.reads.get(theirs) is None and other.reads.get(mine) is None
+            assert [j.id for j in store.reads.history(HistoryFilter())] == [mine]
+            assert store.reads.stats().total("pending") == 1
             [claimed] = store.claim("w", {"shared.kind": 30}, 10)
             assert claimed.id == mine
             assert store.cancel(theirs) is False

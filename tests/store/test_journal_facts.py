@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import Probe, migrate_before, wait_until
+from tests.support import Probe, complete_many, migrate_before, recover, wait_until
 from venturi import Queue
 from venturi.context import JobContext
 from venturi.errors import InvalidPayload
@@ -42,7 +42,7 @@ def test_each_settlement_journals_its_facts_and_its_worker(store: PostgresStore,
     build, outcome = SETTLEMENTS[name]
     job = _claimed(store)
     assert store.settle(Claim.of(job), build(facts=FACTS)) is outcome
-    [entry] = store.journal(job.id)
+    [entry] = store.reads.journal(job.id)
     assert entry.outcome is outcome
     assert entry.facts == {**FACTS, "worker": "worker-7"}
 
@@ -52,7 +52,7 @@ def test_a_settlement_without_facts_still_names_its_worker(store: PostgresStore,
     build, _ = SETTLEMENTS[name]
     job = _claimed(store)
     store.settle(Claim.of(job), build())
-    [entry] = store.journal(job.id)
+    [entry] = store.reads.journal(job.id)
     assert entry.facts == {"worker": "worker-7"}
 
 
@@ -62,7 +62,7 @@ def test_settle_many_journals_each_runs_own_facts(store: PostgresStore) -> None:
     items = [(Claim.of(j), Settlement.retry(0, facts={"n": i})) for i, j in enumerate(jobs)]
     assert store.settle_many(items) == [Outcome.RETRIED] * 4
     for i, job in enumerate(jobs):
-        [entry] = store.journal(job.id)
+        [entry] = store.reads.journal(job.id)
         assert entry.facts == {"n": i, "worker": "worker-7"}
 
 
@@ -71,8 +71,8 @@ def test_a_completed_batch_journals_each_runs_own_facts(store: PostgresStore) ->
     jobs = store.claim("worker-7", {"k": 30}, 3)
     facts: list[dict[str, Any] | None] = [{"n": 0}, None, {"n": 2}]
     items = [(Claim.of(j), Settlement.complete(facts=f)) for j, f in zip(jobs, facts, strict=True)]
-    assert store.complete_many(items).applied == {j.id for j in jobs}
-    written = [store.journal(j.id)[0].facts for j in jobs]
+    assert complete_many(store, items).applied == {j.id for j in jobs}
+    written = [store.reads.journal(j.id)[0].facts for j in jobs]
     assert written == [
         {"n": 0, "worker": "worker-7"},
         {"worker": "worker-7"},
@@ -83,7 +83,7 @@ def test_a_completed_batch_journals_each_runs_own_facts(store: PostgresStore) ->
 def test_the_worker_fact_is_the_stores_not_a_handlers(store: PostgresStore) -> None:
     job = _claimed(store)
     store.settle(Claim.of(job), Settlement.complete(facts={"worker": "someone else"}))
-    [entry] = store.journal(job.id)
+    [entry] = store.reads.journal(job.id)
     assert entry.facts == {"worker": "worker-7"}
 
 
@@ -93,8 +93,8 @@ def test_the_reapers_rows_say_the_run_was_lost(
 ) -> None:
     job = _claimed(store, max_attempts=max_attempts, lease=0.001)
     [stale] = wait_until(store.find_stale, timeout=10, what="the lease to expire")
-    assert store.recover(stale) is outcome
-    [entry] = store.journal(job.id)
+    assert recover(store, stale) is outcome
+    [entry] = store.reads.journal(job.id)
     assert entry.facts == {"lost": "lease expired", "worker": "worker-7"}
     assert entry.note is not None and entry.note.startswith("lease held by worker-7 expired")
 
@@ -103,7 +103,7 @@ def test_rows_no_run_wrote_have_no_facts(store: PostgresStore) -> None:
     job_id = store.enqueue(NewJob("k"))
     assert store.cancel(job_id, note="not needed")
     assert store.requeue(job_id)
-    assert [(e.outcome, e.facts) for e in store.journal(job_id)] == [
+    assert [(e.outcome, e.facts) for e in store.reads.journal(job_id)] == [
         (Outcome.CANCELLED, None),
         (Outcome.REQUEUED, None),
     ]
@@ -115,7 +115,7 @@ def test_facts_that_are_not_json_are_refused_before_anything_is_written(
     job = _claimed(store)
     with pytest.raises(InvalidPayload, match="facts"):
         store.settle(Claim.of(job), Settlement.retry(0, facts={"when": object()}))
-    assert store.journal(job.id) == []
+    assert store.reads.journal(job.id) == []
 
 
 def test_a_refused_settlement_keeps_only_the_error_in_ascii() -> None:
@@ -216,7 +216,7 @@ def test_migration_0011_keeps_the_journal_rows_written_before_it(
         assert probe.rows(f"SELECT {columns} FROM {{journal}} ORDER BY id") == before
         assert probe.rows("SELECT count(*) FROM {journal} WHERE facts IS NULL") == [(3,)]
         [job_id] = {row[1] for row in before}
-        assert [e.facts for e in store.journal(job_id)] == [None, None, None]
+        assert [e.facts for e in store.reads.journal(job_id)] == [None, None, None]
         store.check_schema()
     finally:
         probe.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tests.support import Listener, Probe, wait_until
+from tests.support import Listener, Probe, recover, wait_until
 from venturi.models import JobRecord, JobStatus, NewJob, Outcome
 from venturi.settlements import BatchOutcome, Claim, Settlement
 from venturi.store.postgres import PostgresStore
@@ -29,7 +29,7 @@ def test_extend_lease_moves_the_expiry_in_database_time(store: PostgresStore) ->
     held = store.extend_lease([(Claim.of(j), 600) for j in jobs])
     assert held == BatchOutcome(applied=frozenset(j.id for j in jobs))
     for job in jobs:
-        after = store.get(job.id)
+        after = store.reads.get(job.id)
         assert after is not None and after.claim_expires_at is not None
         assert before + timedelta(seconds=600) <= after.claim_expires_at
         assert after.claim_expires_at <= store.now() + timedelta(seconds=600)
@@ -69,13 +69,13 @@ def test_recover_counts_a_failure_repends_and_notifies(
     stale = _expired(store)
     listener.until_marker()
     before = store.now()
-    assert store.recover(stale, delay=30) is Outcome.RECOVERED
-    job = store.get(stale.id)
+    assert recover(store, stale, delay=30) is Outcome.RECOVERED
+    job = store.reads.get(stale.id)
     assert job is not None
     assert job.status is JobStatus.PENDING and job.failure_count == 1
     assert job.claim_expires_at is None and job.finished_at is None
     assert job.visible_at >= before + timedelta(seconds=30)
-    [entry] = store.journal(stale.id)
+    [entry] = store.reads.journal(stale.id)
     assert entry.outcome is Outcome.RECOVERED and entry.run_no == 1
     assert "lease held by w expired" in (entry.note or "")
     assert listener.until_marker() == ["k"]
@@ -84,31 +84,31 @@ def test_recover_counts_a_failure_repends_and_notifies(
 
 def test_recover_goes_dead_at_max_attempts(store: PostgresStore, listener: Listener) -> None:
     stale = _expired(store, max_attempts=2)
-    assert store.recover(stale)
+    assert recover(store, stale)
     [job] = store.claim("w", {"k": 0.001}, 1)
     assert job.run_count == 2
     [stale] = wait_until(store.find_stale, timeout=10, what="the second lease to expire")
     listener.until_marker()
-    assert store.recover(stale) is Outcome.DEAD
-    dead = store.get(stale.id)
+    assert recover(store, stale) is Outcome.DEAD
+    dead = store.reads.get(stale.id)
     assert dead is not None
     assert dead.status is JobStatus.DEAD and dead.failure_count == 2
     assert dead.finished_at is not None
-    outcomes = [(e.outcome, e.run_no) for e in store.journal(stale.id)]
+    outcomes = [(e.outcome, e.run_no) for e in store.reads.journal(stale.id)]
     assert outcomes == [(Outcome.RECOVERED, 1), (Outcome.DEAD, 2)]
-    assert "max_attempts" in (store.journal(stale.id)[-1].note or "")
+    assert "max_attempts" in (store.reads.journal(stale.id)[-1].note or "")
     assert listener.until_marker() == []
     assert store.claim("w", {"k": 30}, 1) == []
 
 
 def test_recover_is_fenced_by_the_epoch(store: PostgresStore, probe: Probe) -> None:
     stale = _expired(store)
-    assert store.recover(stale)
+    assert recover(store, stale)
     store.claim("w2", {"k": 600}, 1)
     rows = probe.rows("SELECT * FROM {jobs}")
-    assert store.recover(stale) is None  # the old run's record: epoch 1, now 2
+    assert recover(store, stale) is None  # the old run's record: epoch 1, now 2
     assert probe.rows("SELECT * FROM {jobs}") == rows
-    assert [e.outcome for e in store.journal(stale.id)] == [Outcome.RECOVERED]
+    assert [e.outcome for e in store.reads.journal(stale.id)] == [Outcome.RECOVERED]
 
 
 def test_recover_is_fenced_by_the_expiry(store: PostgresStore, probe: Probe) -> None:
@@ -116,21 +116,21 @@ def test_recover_is_fenced_by_the_expiry(store: PostgresStore, probe: Probe) -> 
     # A heartbeat got there first: the lease is live again, so the reaper's view is stale.
     assert store.extend_lease([(Claim.of(stale), 600)]).applied == {stale.id}
     rows = probe.rows("SELECT * FROM {jobs}")
-    assert store.recover(stale) is None
+    assert recover(store, stale) is None
     assert probe.rows("SELECT * FROM {jobs}") == rows
-    assert store.journal(stale.id) == []
+    assert store.reads.journal(stale.id) == []
 
 
 def test_recover_is_fenced_by_the_status(store: PostgresStore) -> None:
     stale = _expired(store)
     assert store.settle(Claim.of(stale), Settlement.complete())
-    assert store.recover(stale) is None
-    job = store.get(stale.id)
+    assert recover(store, stale) is None
+    job = store.reads.get(stale.id)
     assert job is not None and job.status is JobStatus.COMPLETED and job.failure_count == 0
-    assert [e.outcome for e in store.journal(stale.id)] == [Outcome.COMPLETED]
+    assert [e.outcome for e in store.reads.journal(stale.id)] == [Outcome.COMPLETED]
 
 
 def test_a_recovered_run_loses_its_lease(store: PostgresStore) -> None:
     stale = _expired(store)
-    assert store.recover(stale)
+    assert recover(store, stale)
     assert store.extend_lease([(Claim.of(stale), 600)]) == BatchOutcome()

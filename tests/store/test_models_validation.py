@@ -101,7 +101,7 @@ def test_a_merge_function_returning_a_bad_payload_writes_nothing(
         store.enqueue(NewJob("k", {"n": 2}, dedup_key="d", on_duplicate=to_list))
     with pytest.raises(InvalidPayload, match="NaN"):
         store.enqueue(NewJob("k", {"n": 2}, dedup_key="d", on_duplicate=to_nan))
-    job = store.get(holder)
+    job = store.reads.get(holder)
     assert job is not None and job.payload == {"n": 1}
     assert probe.count("jobs") == 1
     assert probe.count("journal") == 0
@@ -116,7 +116,7 @@ def test_a_carry_that_is_not_json_fails_the_settlement_and_writes_nothing(
         store.settle(Claim.of(job), Settlement.retry(0, carry={"x": math.nan}))
     with pytest.raises(InvalidPayload, match="attachment"):
         store.settle(Claim.of(job), Settlement.complete(attachment={1, 2}))
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None and after.status is JobStatus.CLAIMED
     assert after.failure_count == 0 and after.carry is None
     assert probe.count("journal") == 0
@@ -124,12 +124,12 @@ def test_a_carry_that_is_not_json_fails_the_settlement_and_writes_nothing(
 
 def test_unknown_job_ids_read_as_absent(store: PostgresStore, probe: Probe) -> None:
     unknown = ULID()
-    assert store.get(unknown) is None
-    assert store.get(str(unknown)) is None
-    assert store.get(uuid.uuid4()) is None
-    assert store.journal(unknown) == []
+    assert store.reads.get(unknown) is None
+    assert store.reads.get(str(unknown)) is None
+    assert store.reads.get(uuid.uuid4()) is None
+    assert store.reads.journal(unknown) == []
     assert store.cancel(unknown) is False
     assert store.requeue(unknown) is False
     with pytest.raises(InvalidJob, match="job id"):
-        store.get("nope")
+        store.reads.get("nope")
     _nothing_written(probe)

@@ -196,7 +196,7 @@ def test_a_claim_on_the_borrowed_connection_is_prepared_and_misses_no_notificati
         prepared = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
         assert prepared is not None and prepared[0] == 1, "the claim is a prepared statement"
         _notify_on(conn, store)  # arrives during the borrow
-    assert store.get(job.id) is not None and job.status == "claimed"
+    assert store.reads.get(job.id) is not None and job.status == "claimed"
     assert notifier.wait(0) is True, "the notification that came during the borrow"
     assert notifier.wait(0) is False
 

@@ -15,10 +15,10 @@ from psycopg_pool import ConnectionPool
 from tests.support import Probe
 from venturi import NewJob
 from venturi.errors import StoreError
-from venturi.limits import KindLimits, Rate
-from venturi.models import JobRecord
+from venturi.flow.limits import KindLimits, Rate
+from venturi.models import JobRecord, Outcome
 from venturi.prefix import Prefix
-from venturi.settlements import Claim, Settlement
+from venturi.settlements import BUSY, Claim, Settlement
 from venturi.store.postgres import PostgresStore
 
 LEASE = 30.0
@@ -33,8 +33,8 @@ def limited(store: PostgresStore, count: int, concurrency: int = 2) -> list[JobR
 
 def pass_on(store: PostgresStore, job: JobRecord) -> tuple[bool, bool, list[JobRecord]]:
     """(applied, busy, claimed) of completing ``job`` and passing its place on."""
-    outcome, jobs = store.complete_and_claim(Claim.of(job), Settlement.complete(), "k", LEASE)
-    return job.id in outcome.applied, job.id in outcome.busy, jobs
+    written, jobs = store.settle_and_pass(Claim.of(job), Settlement.complete(), "k", LEASE)
+    return written is Outcome.COMPLETED, written is BUSY, jobs
 
 
 def test_a_completed_run_passes_its_place_to_the_next_job(
@@ -78,7 +78,7 @@ def test_a_pass_whose_claim_fails_completes_nothing(
     applied first, is rolled back with it, so no place opens that nobody takes."""
     first, _ = limited(either_store, 4)
     with pytest.raises(StoreError, match="interval out of range"):
-        either_store.complete_and_claim(Claim.of(first), Settlement.complete(), "k", float("inf"))
+        either_store.settle_and_pass(Claim.of(first), Settlement.complete(), "k", float("inf"))
     assert probe.scalar("SELECT status FROM {jobs} WHERE id = %s", first.id.to_uuid()) == (
         "claimed"
     )
@@ -174,7 +174,7 @@ def test_racing_passes_and_claims_never_exceed_the_limit(
             errors.append(exc)
 
     def probe_pending() -> int:
-        return int(store.stats().total("pending"))
+        return int(store.reads.stats().total("pending"))
 
     threads = [threading.Thread(target=passer, args=(job,)) for job in held]
     threads += [threading.Thread(target=passer, args=(None,)) for _ in range(3)]

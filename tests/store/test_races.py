@@ -106,9 +106,9 @@ def test_thirty_two_threads_settling_one_claim_exactly_one_applies(
             settle: Callable[[int], bool] = partial(_settle_one, store, claim)
             applied = _together(32, settle)
             assert applied.count(True) == 1, f"{applied.count(True)} settlements applied"
-            [entry] = store.journal(job_id)
+            [entry] = store.reads.journal(job_id)
             winners[entry.outcome] += 1
-            after = store.get(job_id)
+            after = store.reads.get(job_id)
             assert after is not None and after.status is EXPECTED[entry.outcome]
             assert probe.count("journal", "job_id = %s", job_id.to_uuid()) == 1
             assert store.cancel(job_id) or after.status.terminal
@@ -157,7 +157,7 @@ def test_sixteen_threads_enqueueing_one_dedup_key_make_one_job(
         notes = {row[0] for row in probe.rows("SELECT note FROM {journal}")}
     finally:
         probe.close()
-    job = store.get(ids[0])
+    job = store.reads.get(ids[0])
     assert job is not None
     if on_duplicate is _sum:
         assert job.payload == {"n": 16, "from": list(range(16))}, "a merge was lost"
@@ -190,6 +190,6 @@ def test_cancel_racing_settlements_one_transition_wins(
 
         results = _together(8, act)
         assert results.count(True) == 1
-        assert len(store.journal(job_id)) == 1
-        cancels += store.journal(job_id)[0].outcome is Outcome.CANCELLED
+        assert len(store.reads.journal(job_id)) == 1
+        cancels += store.reads.journal(job_id)[0].outcome is Outcome.CANCELLED
     print(f"20 rounds of cancel vs complete: one winner each; cancel won {cancels} times")

@@ -103,7 +103,7 @@ def test_the_rules_are_validated_and_status_reads_as_text(
         # A domain's values reach clients under its base type's oid: plain text.
         assert [column.type_code for column in cur.description] == [25, 25]
         assert cur.fetchone() == ("pending", None)
-    record = store.get(store.enqueue(NewJob("rules")))
+    record = store.reads.get(store.enqueue(NewJob("rules")))
     assert record is not None and record.status is JobStatus.PENDING
 
 

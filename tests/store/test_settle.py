@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import Listener, Probe
+from tests.support import Listener, Probe, complete_many, recover
 from venturi.models import JobRecord, JobStatus, NewJob, Outcome
 from venturi.prefix import Prefix
 from venturi.settlements import BatchOutcome, Claim, Settlement
@@ -36,11 +36,11 @@ def test_complete(store: PostgresStore, listener: Listener) -> None:
     assert store.settle(Claim.of(job), Settlement.complete({"ok": [1, 2]}, note="done")) is (
         Outcome.COMPLETED
     )
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None
     assert after.status is JobStatus.COMPLETED
     assert after.finished_at is not None and after.claim_expires_at is None
-    [entry] = store.journal(job.id)
+    [entry] = store.reads.journal(job.id)
     assert (entry.outcome, entry.run_no, entry.note, entry.attachment) == (
         Outcome.COMPLETED,
         1,
@@ -56,19 +56,20 @@ def test_complete_many_applies_only_the_runs_still_held(store: PostgresStore) ->
     jobs = store.claim("w", {"k": 30}, 4)
     claims = [Claim.of(j) for j in jobs]
     stale = Claim(claims[3].job_id, "w", claims[3].run_count + 1)
-    applied = store.complete_many(
+    applied = complete_many(
+        store,
         [
             (claims[0], Settlement.complete()),
             (claims[1], Settlement.complete(attachment=[1])),
             (claims[2], Settlement.complete(note="n")),
             (stale, Settlement.complete()),
-        ]
+        ],
     )
     assert applied == BatchOutcome(applied=frozenset(c.job_id for c in claims[:3]))
-    last = store.get(claims[3].job_id)
+    last = store.reads.get(claims[3].job_id)
     assert last is not None and last.status is JobStatus.CLAIMED
-    assert store.journal(claims[3].job_id) == []
-    assert store.complete_many([]) == BatchOutcome()
+    assert store.reads.journal(claims[3].job_id) == []
+    assert complete_many(store, []) == BatchOutcome()
 
 
 def test_retry_counts_a_failure_and_repends_after_the_delay(
@@ -78,7 +79,7 @@ def test_retry_counts_a_failure_and_repends_after_the_delay(
     listener.until_marker()
     before = store.now()
     assert store.settle(Claim.of(job), Settlement.retry(120, carry={"page": 4}, note="boom"))
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None
     assert after.status is JobStatus.PENDING and after.failure_count == 1
     assert after.carry == {"page": 4}
@@ -86,7 +87,7 @@ def test_retry_counts_a_failure_and_repends_after_the_delay(
     assert (
         before + timedelta(seconds=120) <= after.visible_at <= store.now() + timedelta(seconds=120)
     )
-    [entry] = store.journal(job.id)
+    [entry] = store.reads.journal(job.id)
     assert (entry.outcome, entry.run_no, entry.note) == (Outcome.RETRIED, 1, "boom")
     assert listener.until_marker() == ["k"]
 
@@ -97,7 +98,7 @@ def test_settle_returns_the_outcome_its_journal_row_records(
 ) -> None:
     job = _claimed(store)
     outcome = store.settle(Claim.of(job), ALL_SETTLEMENTS[action]())
-    [entry] = store.journal(job.id)
+    [entry] = store.reads.journal(job.id)
     assert outcome is entry.outcome is ALL_SETTLEMENTS[action]().requested
 
 
@@ -107,11 +108,11 @@ def test_retry_keeps_the_carry_unless_given(store: PostgresStore) -> None:
     [job] = store.claim("w", {"k": 30}, 1)
     assert job.carry == {"a": 1} and job.run_count == 2
     assert store.settle(Claim.of(job), Settlement.retry(0))
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None and after.carry == {"a": 1} and after.failure_count == 2
     [job] = store.claim("w", {"k": 30}, 1)
     assert store.settle(Claim.of(job), Settlement.retry(0, carry=None))
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None and after.carry is None
 
 
@@ -122,11 +123,11 @@ def test_retry_at_max_attempts_is_dead(store: PostgresStore, listener: Listener)
     listener.until_marker()
     # The database decides retried-or-dead, and its answer is what settle returns.
     assert store.settle(Claim.of(job), Settlement.retry(0, note="again")) is Outcome.DEAD
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None
     assert after.status is JobStatus.DEAD and after.failure_count == 2
     assert after.finished_at is not None
-    assert [(e.outcome, e.run_no) for e in store.journal(job.id)] == [
+    assert [(e.outcome, e.run_no) for e in store.reads.journal(job.id)] == [
         (Outcome.RETRIED, 1),
         (Outcome.DEAD, 2),
     ]
@@ -138,11 +139,11 @@ def test_pause_repends_without_counting_a_failure(store: PostgresStore, listener
     listener.until_marker()
     until = datetime(2033, 3, 3, tzinfo=UTC)
     assert store.settle(Claim.of(job), Settlement.pause(at=until, carry=[1, 2], note="wait"))
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None
     assert after.status is JobStatus.PENDING and after.failure_count == 0
     assert after.visible_at == until and after.carry == [1, 2]
-    [entry] = store.journal(job.id)
+    [entry] = store.reads.journal(job.id)
     assert (entry.outcome, entry.note) == (Outcome.PAUSED, "wait")
     assert listener.until_marker() == ["k"]
 
@@ -151,7 +152,7 @@ def test_pause_with_a_delay_uses_database_time(store: PostgresStore) -> None:
     job = _claimed(store)
     before = store.now()
     assert store.settle(Claim.of(job), Settlement.pause(delay=timedelta(minutes=2)))
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None
     assert before + timedelta(minutes=2) <= after.visible_at <= store.now() + timedelta(minutes=2)
 
@@ -160,11 +161,11 @@ def test_dead_finishes_at_once(store: PostgresStore, listener: Listener) -> None
     job = _claimed(store, max_attempts=10)
     listener.until_marker()
     assert store.settle(Claim.of(job), Settlement.dead("bad input"))
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None
     assert after.status is JobStatus.DEAD and after.finished_at is not None
     assert after.failure_count == 0
-    [entry] = store.journal(job.id)
+    [entry] = store.reads.journal(job.id)
     assert (entry.outcome, entry.note) == (Outcome.DEAD, "bad input")
     assert listener.until_marker() == []
 
@@ -174,12 +175,12 @@ def test_release_hands_the_job_back_untouched(store: PostgresStore, listener: Li
     job = _claimed(store, at=old)
     listener.until_marker()
     assert store.settle(Claim.of(job), Settlement.release(note="stopping"))
-    after = store.get(job.id)
+    after = store.reads.get(job.id)
     assert after is not None
     assert after.status is JobStatus.PENDING and after.failure_count == 0
     assert after.claimed_by is None and after.claim_expires_at is None
     assert after.visible_at == old
-    [entry] = store.journal(job.id)
+    [entry] = store.reads.journal(job.id)
     assert (entry.outcome, entry.note) == (Outcome.RELEASED, "stopping")
     assert listener.until_marker() == ["k"]
 
@@ -226,12 +227,15 @@ def test_a_settlement_from_a_recovered_run_is_fenced_out(store: PostgresStore) -
     store.enqueue(NewJob("k"))
     [first] = store.claim("w", {"k": 0.01}, 1)
     [stale] = _wait_stale(store)
-    assert store.recover(stale)
+    assert recover(store, stale)
     [second] = store.claim("w", {"k": 30}, 1)
     assert second.id == first.id and second.run_count == 2 and second.claimed_by == "w"
     assert store.settle(Claim.of(first), Settlement.complete()) is None
     assert store.settle(Claim.of(second), Settlement.complete()) is Outcome.COMPLETED
-    assert [e.outcome for e in store.journal(first.id)] == [Outcome.RECOVERED, Outcome.COMPLETED]
+    assert [e.outcome for e in store.reads.journal(first.id)] == [
+        Outcome.RECOVERED,
+        Outcome.COMPLETED,
+    ]
 
 
 def _wait_stale(store: PostgresStore) -> list[JobRecord]:
@@ -244,7 +248,7 @@ def _prepared_completions(store: PostgresStore) -> int:
     with store.connection() as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-            ("-- Completes a batch%",),
+            ("-- Settles a batch%",),
         ).fetchone()
     assert row is not None
     return int(row[0])
@@ -264,7 +268,7 @@ def test_completion_batches_of_any_size_become_one_prepared_statement(
         for _ in range(6):
             jobs = store.claim("w", {"k": 60.0}, batch)
             assert len(jobs) == batch
-            outcome = store.complete_many([(Claim.of(j), Settlement.complete()) for j in jobs])
+            outcome = complete_many(store, [(Claim.of(j), Settlement.complete()) for j in jobs])
             assert outcome.applied == {j.id for j in jobs}
         assert _prepared_completions(store) == 1
     finally:

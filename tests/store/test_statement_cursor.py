@@ -13,8 +13,8 @@ from psycopg_pool import ConnectionPool
 from venturi.errors import StoreError
 from venturi.models import NewJob
 from venturi.prefix import Prefix
+from venturi.store.connections import StoreConnection, execute, statement_cursor
 from venturi.store.postgres import PostgresStore
-from venturi.store.statements import StoreConnection, run_statement, statement_cursor
 
 
 def _last_column(cursor: psycopg.Cursor[tuple[object, ...]]) -> str:
@@ -32,7 +32,7 @@ def test_an_enqueue_runs_on_the_cursor_its_pooled_connection_keeps(
         assert isinstance(conn, StoreConnection)
         kept = statement_cursor(conn)
         assert statement_cursor(conn) is kept
-        run_statement(conn, b"SELECT 1 AS before_enqueue")
+        execute(conn, b"SELECT 1 AS before_enqueue")
     assert _last_column(kept) == "before_enqueue"
 
     store.enqueue(NewJob("k", {"n": 1}))
@@ -41,7 +41,7 @@ def test_an_enqueue_runs_on_the_cursor_its_pooled_connection_keeps(
         assert statement_cursor(conn) is kept
     # The enqueue's own statement (INSERT ... SELECT pg_notify) was the cursor's last.
     assert _last_column(kept) == "pg_notify"
-    assert store.stats().total("pending") == 1
+    assert store.reads.stats().total("pending") == 1
 
 
 def test_a_failed_statement_leaves_the_kept_cursor_usable(
@@ -51,12 +51,12 @@ def test_a_failed_statement_leaves_the_kept_cursor_usable(
     store.migrate()
     with pytest.raises(StoreError), store.connection() as conn:
         kept = statement_cursor(conn)
-        run_statement(conn, b"SELECT 1 / 0")
+        execute(conn, b"SELECT 1 / 0")
     store.enqueue(NewJob("k", {"n": 1}))
     with store.connection() as conn:
         assert statement_cursor(conn) is kept
-        assert run_statement(conn, b"SELECT 2") == [(2,)]
-    assert store.stats().total("pending") == 1
+        assert execute(conn, b"SELECT 2") == [(2,)]
+    assert store.reads.stats().total("pending") == 1
 
 
 def test_a_callers_connection_gets_a_new_cursor_for_each_statement(
@@ -67,7 +67,7 @@ def test_a_callers_connection_gets_a_new_cursor_for_each_statement(
         assert statement_cursor(conn) is not first
         assert not hasattr(conn, "statement_cursor")
         job_id = store.enqueue(NewJob("k", {"n": 1}), conn=conn)
-    job = store.get(job_id)
+    job = store.reads.get(job_id)
     assert job is not None
     assert job.payload == {"n": 1}
 
@@ -81,7 +81,7 @@ def test_a_callers_pool_serves_the_store_with_plain_connections(
         store.enqueue(NewJob("k", {"n": 1}))
         with store.connection() as conn:
             assert not isinstance(conn, StoreConnection)
-        assert store.stats().total("pending") == 1
+        assert store.reads.stats().total("pending") == 1
         store.close()
 
 

@@ -74,7 +74,7 @@ def test_operational_errors_that_are_not_outages_surface_as_they_are(
 ) -> None:
     """A lock timeout is the caller's to see, not a "database unavailable"."""
     with (
-        psycopg.connect(store.connection_params()[0], autocommit=True) as holder,
+        psycopg.connect(store.connections.target.text, autocommit=True) as holder,
         holder.transaction(),
     ):
         holder.execute(f"LOCK TABLE {store.prefix.jobs} IN ACCESS EXCLUSIVE MODE")

@@ -49,7 +49,7 @@ def test_with_prefix_shares_the_pool_and_never_closes_it(
         assert other.prefix.name == name
         other.migrate()
         job_id = other.enqueue(NewJob("k", {}))
-        assert other.get(job_id) is not None and store.get(job_id) is None
+        assert other.reads.get(job_id) is not None and store.reads.get(job_id) is None
     finally:
         other.drop_prefix()
         other.close()

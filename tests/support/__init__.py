@@ -19,11 +19,12 @@ import psycopg
 import psycopg.sql
 
 from venturi.client import Queue
+from venturi.models import JobRecord, Outcome
 from venturi.prefix import Prefix
+from venturi.settlements import BUSY, BatchOutcome, Claim, Settlement
 from venturi.store import sqlfiles
-from venturi.store.housekeeping import DROP_PREFIX_STATEMENTS
 from venturi.store.migrations import known_migrations
-from venturi.store.postgres import PostgresStore
+from venturi.store.postgres import DROP_PREFIX_STATEMENTS, PostgresStore
 
 T = TypeVar("T")
 
@@ -55,6 +56,34 @@ def postgres_store(queue: Queue) -> PostgresStore:
     store = queue.store
     assert isinstance(store, PostgresStore)
     return store
+
+
+def complete_many(
+    store: PostgresStore,
+    items: list[tuple[Claim, Settlement]] | tuple[tuple[Claim, Settlement], ...],
+) -> BatchOutcome:
+    """Complete ``items`` through the store's one write of a run's end
+    (`PostgresStore.settle_many`): the runs that applied, and those whose rows another
+    session held locked (any other was fenced out)."""
+    written = store.settle_many(list(items))
+    applied = [c.job_id for (c, _), w in zip(items, written, strict=True) if w is Outcome.COMPLETED]
+    busy = [c.job_id for (c, _), w in zip(items, written, strict=True) if w is BUSY]
+    return BatchOutcome(frozenset(applied), frozenset(busy))
+
+
+def recover(store: PostgresStore, job: JobRecord, delay: float = 0.0) -> Outcome | None:
+    """The reaper's recovery of ``job``'s expired claim, through `PostgresStore.settle_many`:
+    ``recovered`` or ``dead``, or None when fenced out or its row was locked meanwhile."""
+    [written] = store.settle_many([(Claim.of(job), Settlement.recover(job.claimed_by, delay))])
+    return written if isinstance(written, Outcome) else None
+
+
+def complete_in(
+    store: PostgresStore, conn: psycopg.Connection[Any], claim: Claim, settlement: Settlement
+) -> bool:
+    """A transactional run's completion inside ``conn``'s transaction: True if it applied
+    (it commits with that transaction), False when fenced out or its lease lapsed."""
+    return store.settle(claim, settlement, conn) is not None
 
 
 def fresh_prefix(label: str = "t") -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from venturi import JobStatus, Queue
-from venturi.limits import KindLimits, Rate
+from venturi.flow.limits import KindLimits, Rate
 from venturi.testing import QueueFactory, inline
 
 

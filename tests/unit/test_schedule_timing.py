@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from venturi.cron import Cron, Every
 from venturi.errors import ConfigurationError
-from venturi.schedules import MISSED_AFTER, Schedule, timing_of
+from venturi.schedules.cron import Cron, Every
+from venturi.schedules.schedule import MISSED_AFTER, Schedule, timing_of
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

@@ -29,7 +29,7 @@ def _strip_literals(text: str) -> str:
 
 def test_the_files_are_found_through_importlib_resources() -> None:
     assert "claim" in OPERATIONS
-    assert "settle_complete" in OPERATIONS
+    assert "settle" in OPERATIONS
     assert MIGRATIONS[0] == "migrations/0001_initial"
     assert resources.files("venturi.sql").joinpath("claim.sql").is_file()
 
@@ -90,7 +90,7 @@ def test_an_unknown_placeholder_fails_to_compose() -> None:
 
 def test_files_are_loaded_once() -> None:
     assert sqlfiles.text("claim") is sqlfiles.text("claim")
-    assert sqlfiles.query("claim", PREFIX) is sqlfiles.query("claim", PREFIX)
+    assert sqlfiles.statement("claim", PREFIX) is sqlfiles.statement("claim", PREFIX)
 
 
 FRAGMENTS = sorted(sqlfiles.fragments())

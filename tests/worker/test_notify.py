@@ -130,7 +130,7 @@ class DeafStore(PostgresStore):
     pooling proxy: the worker's self-probe never comes back."""
 
     def notifier(self) -> PostgresNotifier:
-        conninfo, kwargs = self.connection_params()
+        conninfo, kwargs = (self.connections.target.text, self.connections.keywords())
         return PostgresNotifier(conninfo, kwargs, Prefix(self.prefix.name + "_deaf"))
 
 
@@ -140,7 +140,7 @@ def test_without_notifications_the_worker_says_so_once_and_polls(
     @queue.job("polled")
     def polled() -> None: ...
 
-    deaf = DeafStore(postgres_store(queue).pool, queue.store.prefix, owns_pool=False)
+    deaf = DeafStore.from_pool(queue.store.connections.source, queue.store.prefix)
     worker = Worker(deaf, queue.definitions, poll_interval=0.3)
     with caplog.at_level(logging.WARNING, logger="venturi"):
         worker.start()
@@ -174,7 +174,7 @@ class LateNotifier(PostgresNotifier):
 
 class LateListeningStore(PostgresStore):
     def notifier(self) -> PostgresNotifier:
-        conninfo, kwargs = self.connection_params()
+        conninfo, kwargs = (self.connections.target.text, self.connections.keywords())
         return LateNotifier(conninfo, kwargs, self.prefix)
 
 
@@ -183,7 +183,7 @@ def test_a_listener_down_at_start_is_probed_once_it_connects(queue: Queue) -> No
     def late() -> None: ...
 
     LateNotifier.attempts = 0
-    store = LateListeningStore(postgres_store(queue).pool, queue.store.prefix, owns_pool=False)
+    store = LateListeningStore.from_pool(queue.store.connections.source, queue.store.prefix)
     worker = Worker(store, queue.definitions, poll_interval=POLL)
     worker.start()
     try:

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from ulid import ULID
 
-from tests.support import Listener, Probe, wait_until
+from tests.support import Listener, Probe, complete_in, complete_many, wait_until
 from venturi import JobRecord, Queue
 from venturi.settlements import Claim, Settlement
 
@@ -36,7 +36,9 @@ def _complete_batch(queue: Queue, awaited: bool) -> None:
     if awaited:
         queue.store.await_job(ids[0])
     claims = _claim(queue, "batch", 3)
-    assert len(queue.store.complete_many([(c, Settlement.complete()) for c in claims]).applied) == 3
+    assert (
+        len(complete_many(queue.store, [(c, Settlement.complete()) for c in claims]).applied) == 3
+    )
 
 
 def _dead_at_once(queue: Queue, awaited: bool) -> None:
@@ -103,7 +105,7 @@ def test_marking_a_finished_job_reads_it_finished_and_writes_nothing(
     queue: Queue, probe: Probe
 ) -> None:
     job_id = queue.enqueue("k")
-    queue.store.complete_many([(_claim(queue, "k")[0], Settlement.complete(7))])
+    complete_many(queue.store, [(_claim(queue, "k")[0], Settlement.complete(7))])
     xmin = probe.scalar("SELECT xmin::text FROM {jobs}")
     record = queue.store.await_job(job_id)
     assert record is not None and record.status == "completed"
@@ -139,7 +141,7 @@ def test_a_waiter_marking_while_the_completion_holds_the_row_reads_it_completed(
 
     with psycopg.connect(database_dsn) as completing:
         # Completed and the row locked, not committed: the completion cannot see a mark.
-        assert queue.store.complete_in(completing, claim, Settlement.complete())
+        assert complete_in(queue.store, completing, claim, Settlement.complete())
         waiter = threading.Thread(target=wait)
         waiter.start()
         wait_until(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import Probe, postgres_store
+from tests.support import Probe, complete_many, postgres_store, recover
 from venturi import InvalidJob, JobContext, JobStatus, NewJob, Queue
 from venturi.settlements import Claim, Settlement
 from venturi.store.ids import new_id
@@ -36,7 +36,7 @@ def test_a_child_waits_outside_the_claim_until_its_parent_completes(queue: Queue
     # Released by the completion's own transaction: visible as soon as it returns.
     record = queue.get(child)
     assert record is not None and record.status == "pending" and record.parents_left == 0
-    assert queue.store.parent_results(child) == {parent: {"rows": 3}}
+    assert queue.store.reads.parent_results(child) == {parent: {"rows": 3}}
 
 
 def test_a_fenced_zombie_completion_releases_nothing(queue: Queue, probe: Probe) -> None:
@@ -45,10 +45,10 @@ def test_a_fenced_zombie_completion_releases_nothing(queue: Queue, probe: Probe)
     zombie = _claim_one(queue, "parent", "zombie")
     probe.rows("UPDATE {jobs} SET claim_expires_at = now() - interval '1 s'")
     stale = queue.store.find_stale()
-    assert queue.store.recover(stale[0]) == "recovered"
+    assert recover(queue.store, stale[0]) == "recovered"
     live = _claim_one(queue, "parent", "live")
     assert queue.store.settle(zombie, Settlement.complete()) is None
-    assert queue.store.complete_many([(zombie, Settlement.complete())]).applied == frozenset()
+    assert complete_many(queue.store, [(zombie, Settlement.complete())]).applied == frozenset()
     assert _status(queue, child) == "waiting"
     assert probe.count("deps", "open") == 1
     assert queue.store.settle(live, Settlement.complete()) == "completed"
@@ -59,11 +59,11 @@ def test_batched_completions_release_a_fan_in_child_once(queue: Queue, probe: Pr
     parents = queue.enqueue_many([queue.new_job("parent") for _ in range(5)])
     child = queue.enqueue("child", depends_on=parents)
     claims = [Claim.of(j) for j in queue.store.claim("w", {"parent": 60.0}, 5)]
-    first = queue.store.complete_many([(c, Settlement.complete()) for c in claims[:3]])
+    first = complete_many(queue.store, [(c, Settlement.complete()) for c in claims[:3]])
     assert len(first.applied) == 3
     record = queue.get(child)
     assert record is not None and record.status == "waiting" and record.parents_left == 2
-    queue.store.complete_many([(c, Settlement.complete()) for c in claims[3:]])
+    complete_many(queue.store, [(c, Settlement.complete()) for c in claims[3:]])
     record = queue.get(child)
     assert record is not None and record.status == "pending" and record.parents_left == 0
     assert probe.count("deps", "open") == 0
@@ -81,7 +81,7 @@ def test_a_dead_parent_cancels_its_descendants_with_a_note_naming_it(queue: Queu
     assert queue.journal(child)[-1].note == f"parent {parent} ended dead"
     assert queue.journal(grandchild)[-1].note == f"parent {child} ended cancelled"
     assert _status(queue, runs_anyway) == "pending"
-    assert queue.store.parent_results(runs_anyway) == {parent: None}
+    assert queue.store.reads.parent_results(runs_anyway) == {parent: None}
 
 
 def test_settle_dead_and_cancel_settle_children_too(queue: Queue) -> None:
@@ -179,4 +179,4 @@ def test_the_waiting_status_is_counted_and_filtered(queue: Queue) -> None:
     assert queue.stats().total("waiting") == 1
     assert [r.kind for r in queue.history(status="waiting")] == ["child"]
     assert JobStatus("waiting") is JobStatus.WAITING and not JobStatus.WAITING.terminal
-    assert postgres_store(queue).finished_jobs([parent]) == []
+    assert postgres_store(queue).reads.finished_jobs([parent]) == []

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import Probe, ledger, wait_until
+from tests.support import Probe, complete_many, ledger, wait_until
 from tests.support.fleet import Fleet, WorkerProcess
 from tests.workflows.invariants import graph_violations
 from venturi import Queue, Worker
@@ -48,7 +48,7 @@ def _fan_in_round(queue: Queue, probe: Probe, batched: bool) -> None:
         if batched:
             for i in range(0, len(mine), 2):
                 pair = [(c, Settlement.complete()) for c in mine[i : i + 2]]
-                while queue.store.complete_many(pair).busy:
+                while complete_many(queue.store, pair).busy:
                     pass
         else:
             for claim in mine:
@@ -82,7 +82,7 @@ def _enqueue_race_round(queue: Queue, probe: Probe) -> None:
 
     def complete() -> None:
         barrier.wait()
-        while queue.store.complete_many([(claim, Settlement.complete())]).busy:
+        while complete_many(queue.store, [(claim, Settlement.complete())]).busy:
             pass
 
     _run_threads([enqueue_children] * 8 + [complete])
@@ -125,7 +125,7 @@ def test_ten_thousand_children_of_one_parent_and_a_fan_in_after_a_thousand(
     assert ran[-1] == 10_000, "the fan-in ran last"
     record = queue.get(fan_in)
     assert record is not None and record.status == "completed"
-    assert len(queue.store.parent_results(fan_in)) == 1000
+    assert len(queue.store.reads.parent_results(fan_in)) == 1000
     assert probe.count("deps", "open") == 0
 
 

@@ -28,7 +28,7 @@ from venturi.bench.support import BenchFailure, BenchSettings
 from venturi.bench.worker import cpu_ceiling, drive, latency, loops_for
 from venturi.bench.workloads import VenturiBench
 from venturi.cli.support import warn_if_password_shown
-from venturi.store.statements import Preparation
+from venturi.store.connections import Preparation
 
 WORKLOADS = (
     "enqueue",

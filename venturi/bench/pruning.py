@@ -11,7 +11,7 @@ from typing import Final
 
 from venturi.bench.support import BENCH_KIND, BenchFailure, compose, fetch_one
 from venturi.bench.workloads import VenturiBench
-from venturi.retention import Retention
+from venturi.schedules.retention import Retention
 
 FINISHED_KIND: Final = "bench.finished"
 PRUNE_CONCURRENCY: Final = 16
@@ -38,7 +38,7 @@ class PruneBench:
 
         def prune() -> None:
             started = time.perf_counter()
-            deleted = bench.queue.store.prune(Retention(), stop)
+            deleted = bench.queue.prune(Retention(), stop)
             pruned["rows"] = float(sum((deleted or {}).values()))
             pruned["seconds"] = time.perf_counter() - started
 

@@ -32,7 +32,7 @@ from venturi.client import Queue
 from venturi.events import WorkerEvents
 from venturi.models import JobRecord, NewJob, Outcome
 from venturi.settlements import Settlement
-from venturi.store.statements import Preparation
+from venturi.store.connections import Preparation
 from venturi.worker.runtime import Worker
 
 # Handler threads of the in-process latency workload's worker.
@@ -114,7 +114,7 @@ class VenturiBench:
     def close(self) -> None:
         """Close the queue and drop the prefix's tables."""
         try:
-            self.queue.store.drop_prefix()
+            self.queue.drop_prefix()
         finally:
             self.queue.close()
             self.conn.close()

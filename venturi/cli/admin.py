@@ -138,7 +138,7 @@ def cleanup(state: CliState, older_than: float, kind: str | None, status: str | 
     # Database time, like every other cut-off venturi computes, so client clock skew
     # cannot widen the deletion.
     try:
-        cutoff = queue.store.now() - timedelta(seconds=older_than)
+        cutoff = queue.now() - timedelta(seconds=older_than)
     except OverflowError:
         raise click.BadParameter("reaches before year 1", param_hint="'--older-than'") from None
     deleted = queue.cleanup(finished_before=cutoff, kind=kind, status=status)

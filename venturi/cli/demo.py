@@ -271,7 +271,7 @@ def _watch(start: Any, tally: Tally, out: Console, timeout: float) -> None:
 
 def drop_tables(queue: Queue) -> None:
     """Remove the demo prefix's tables."""
-    queue.store.drop_prefix()
+    queue.drop_prefix()
 
 
 # -- reporting ---------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from venturi.cli.demo import DemoReport, drop_tables, render_report, run_demo
 from venturi.cli.render import console
 from venturi.cli.support import CliState, check_reachable, pass_state
 from venturi.client import Queue
-from venturi.prefix import Prefix
 from venturi.store.dsn import redact_dsn
 from venturi.store.embedded import EmbeddedUnavailable, embedded_server
 
@@ -83,10 +82,10 @@ def choose_database(state: CliState, embedded: bool, pool_size: int) -> Iterator
             yield database
         return
     if state.embedded_in_app:
-        app_store = state.queue().store
+        app_queue = state.queue()
         yield DemoDatabase(
             description="the application's database",
-            make_queue=lambda prefix: Queue(store=app_store.with_prefix(Prefix(prefix))),
+            make_queue=app_queue.with_prefix,
             dsn_flag="",
             lasting=True,
         )

@@ -8,7 +8,7 @@ import click
 
 from venturi.cli.render import console, echo_json, show_time, table
 from venturi.cli.support import CliState, pass_state
-from venturi.limits import KindState
+from venturi.flow.limits import KindState
 
 
 @click.command()

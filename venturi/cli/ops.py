@@ -8,7 +8,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -20,7 +19,7 @@ from venturi import __version__
 from venturi.cli.support import DURATION, CliState, pass_state
 from venturi.cli.worker import worker_command
 from venturi.client import Queue
-from venturi.errors import VenturiError, first_line
+from venturi.errors import ListenerPolling, VenturiError, first_line
 from venturi.prefix import Prefix
 from venturi.store import migrations
 
@@ -56,7 +55,7 @@ def sql_command(state: CliState, after: int) -> None:
     """
     made_by = f"venturi {__version__}"
     if state.embedded_in_app:  # the application's store knows its prefix and lock timeout
-        script = state.queue().store.schema_script(after, made_by=made_by)
+        script = state.queue().schema_script(after, made_by=made_by)
     else:  # no database needed: the script only depends on the prefix
         script = migrations.schema_script(Prefix(state.prefix), after, made_by=made_by)
     click.echo(script, nl=False)
@@ -67,12 +66,12 @@ Check = Callable[[], str]
 
 def _check_reachable(queue: Queue) -> str:
     started = time.monotonic()
-    version = queue.store.ping()
+    version = queue.ping()
     return f"PostgreSQL {version} answered in {(time.monotonic() - started) * 1000:.0f} ms"
 
 
 def _check_schema(queue: Queue) -> str:
-    queue.store.check_schema()
+    queue.check_schema()
     return f"prefix {queue.prefix!r} is at schema version {migrations.latest_version()}"
 
 
@@ -87,26 +86,11 @@ _POLLING_HINT = (
 
 
 def _check_notify(queue: Queue, timeout: float) -> str:
-    notifier = queue.store.notifier()
     try:
-        notifier.connect()
-        if notifier.polling:
-            raise Polling(
-                f"the LISTEN connection leads to a transaction-pooling proxy; {_POLLING_HINT}"
-            )
-        started = time.monotonic()
-        queue.store.notify(f"healthcheck:{uuid.uuid4().hex}")
-        deadline = started + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            if notifier.wait(left):
-                return f"LISTEN/NOTIFY round trip in {(time.monotonic() - started) * 1000:.0f} ms"
-        notifier.stop_listening()
-        raise Polling(
-            f"no NOTIFY came back within {timeout:g}s (a transaction-pooling proxy?); "
-            + _POLLING_HINT
-        )
-    finally:
-        notifier.close()
+        seconds = queue.probe_listener(timeout)
+    except ListenerPolling as exc:
+        raise Polling(f"{exc}; {_POLLING_HINT}") from None
+    return f"LISTEN/NOTIFY round trip in {seconds * 1000:.0f} ms"
 
 
 @attrs.frozen

@@ -9,8 +9,8 @@ import click
 from venturi.cli.render import console, echo_json, show_time, table
 from venturi.cli.support import CliState, pass_state
 from venturi.client import Queue
-from venturi.retention import RETENTION_SCHEDULE, STATUSES, Retention
-from venturi.schedules import ScheduleInfo
+from venturi.schedules.retention import RETENTION_SCHEDULE, STATUSES, Retention
+from venturi.schedules.schedule import ScheduleInfo
 
 
 def retention_in_force(queue: Queue) -> Retention | None:

@@ -79,7 +79,7 @@ JOB_ID = JobIdType()
 def require_job(queue: Queue, job_id: str, *, primary: bool = False) -> JobRecord:
     """The job, or a one-line error naming the prefix; read where the queue reads (its
     ``read_dsn``), or on its own database with ``primary`` (after a refused write)."""
-    record = queue.store.get(job_id) if primary else queue.get(job_id)
+    record = queue.get(job_id, primary=primary)
     if record is None:
         raise click.ClickException(f"no job {job_id} under prefix {queue.prefix!r}")
     return record

@@ -20,7 +20,7 @@ from venturi.processes.channel import ChildSettings
 from venturi.processes.child import child_events, run_child
 from venturi.processes.group import WorkerGroup, WorkerGroupFailed
 from venturi.processes.recycling import parse_size
-from venturi.retention import Retention
+from venturi.schedules.retention import Retention
 
 # Options that make `worker` a supervisor; one of them must be on its command line.
 _GROUP_OPTIONS = ("--processes", "--max-jobs-per-child", "--max-memory-per-child")

@@ -40,7 +40,7 @@ import psycopg
 from flask import Flask, current_app, has_app_context
 from ulid import ULID
 
-from venturi.client import Queue
+from venturi.client import DEFAULT_WAIT_SECONDS, Queue
 from venturi.contrib.settings import (
     QueueSettings,
     flag,
@@ -55,9 +55,8 @@ from venturi.coroutines import finish
 from venturi.durations import Duration
 from venturi.models import NewJob
 from venturi.registry import JobFunction, JobOptions
-from venturi.schedule_registry import split_options
+from venturi.schedules.schedule import split_options
 from venturi.worker.runtime import Worker
-from venturi.workflows import DEFAULT_WAIT_SECONDS
 
 from .lazy import Handler, LazyQueue, Registry
 

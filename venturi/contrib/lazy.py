@@ -20,7 +20,7 @@ import attrs
 from venturi.client import Queue
 from venturi.errors import ConfigurationError, UnknownKind
 from venturi.registry import EnqueueTarget, JobDefinition, JobFunction, JobOptions
-from venturi.schedule_registry import schedule_for
+from venturi.schedules.schedule import schedule_for
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -51,7 +51,7 @@ def instrument(queue: Queue, tracer_provider: TracerProvider | None = None) -> Q
     ``process KIND`` (consumer) around each run, a child of it: every run of a job,
     retries included, belongs to the enqueuing request's trace.
     """
-    if any(isinstance(hook, TracingHook) for hook in queue.store.hooks):
+    if any(isinstance(hook, TracingHook) for hook in queue.hooks):
         return queue
     tracer = trace.get_tracer("venturi", __version__, tracer_provider=tracer_provider)
     runs = OpenRuns()

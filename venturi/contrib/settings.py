@@ -18,7 +18,7 @@ from venturi.client import DEFAULT_PREFIX
 from venturi.durations import to_seconds
 from venturi.errors import ConfigurationError, InvalidJob
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
-from venturi.retention import DEFAULT_RETENTION, Retention
+from venturi.schedules.retention import DEFAULT_RETENTION, Retention
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 TESTING_MODES = ("inline", "manual")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from venturi.client import Queue
 from venturi.errors import InvalidJob
-from venturi.limits import checked_kinds
+from venturi.flow.limits import checked_kinds
 
 
 def on_job(queue: Queue, job_id: str, action: str) -> str:

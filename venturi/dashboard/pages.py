@@ -167,7 +167,7 @@ def job(queue: Queue, job_id: str) -> dict[str, Any] | None:
         "journal": journal,
         "result": results[-1] if results else None,
         "has_result": bool(results),
-        "now": queue.reads.now(),
+        "now": queue.now(),
     }
 
 

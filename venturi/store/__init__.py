@@ -1,6 +1,3 @@
-"""The way to the database: the `Store` protocol and its PostgreSQL implementation."""
-
-from venturi.store.postgres import PostgresStore
-from venturi.store.protocol import Notifier, Store
-
-__all__ = ["Notifier", "PostgresStore", "Store"]
+"""The way to the database: `PostgresStore` (every write, claim and run's end) and
+`ReadStore` (what a dashboard reads), on `Connections` to one database; the SQL files
+they run, the migrations, the listener and the error policy."""

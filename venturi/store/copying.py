@@ -98,7 +98,7 @@ def copy_jobs(
         with conn.pipeline():
             if own_transaction:
                 cur.execute(_BEGIN)
-            cur.execute(sqlfiles.query("notify_kinds", prefix), {"kinds": kinds})
+            cur.execute(sqlfiles.statement("notify_kinds", prefix), {"kinds": kinds})
         try:
             _copy_rows(cur, prefix, ids, jobs)
         except BaseException:
@@ -115,7 +115,7 @@ def _copy_rows(
     # On this cursor only: by type oid, used by COPY's set_types and nowhere else.
     cur.adapters.register_dumper(None, _UlidDumper)
     cur.adapters.register_dumper(None, _JsonTextDumper)
-    with cur.copy(sqlfiles.query("copy_jobs", prefix)) as copy:
+    with cur.copy(sqlfiles.statement("copy_jobs", prefix)) as copy:
         copy.set_types(_COLUMN_TYPES)
         write = copy.write_row
         for job_id, job in zip(ids, jobs, strict=True):

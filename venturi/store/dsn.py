@@ -1,11 +1,15 @@
-"""Connection strings: parsing, the connect timeout venturi adds, and keeping passwords
-out of everything venturi prints."""
+"""Connection strings: a `Dsn` parsed once and handed to every consumer (the pool, the
+listener, the read pool, the command line), the connect timeout venturi adds, and
+keeping passwords out of everything venturi prints."""
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
+import attrs
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -14,6 +18,65 @@ from venturi.errors import ConfigurationError
 # Seconds libpq may spend on one connection attempt unless the DSN sets its own.
 DEFAULT_CONNECT_TIMEOUT: Final = 5
 _QUOTED: Final = re.compile(r'"([^"]*)"')
+# The environment variable behind each connection string of a queue.
+ENVIRONMENT: Final = {
+    "dsn": "VENTURI_DSN",
+    "listen_dsn": "VENTURI_LISTEN_DSN",
+    "read_dsn": "VENTURI_READ_DSN",
+}
+
+
+@attrs.frozen
+class Dsn:
+    """A connection string as given ("" for libpq's defaults), parsed once.
+
+    ``name`` says which setting it is (``dsn``, ``listen_dsn``, ``read_dsn``), so an
+    error names it. Multi-host strings (``host=a,b ... target_session_attrs=primary``)
+    pass to libpq unchanged.
+    """
+
+    text: str
+    params: Mapping[str, Any] = attrs.field(repr=False)
+    name: str = "dsn"
+
+    @classmethod
+    def parse(cls, value: str | Dsn, name: str = "dsn") -> Dsn:
+        """``value`` parsed (a `Dsn` is returned as it is); `ConfigurationError` naming
+        ``name`` when libpq cannot parse it, its message free of the DSN's secrets."""
+        if isinstance(value, Dsn):
+            return value
+        if not isinstance(value, str):
+            raise ConfigurationError(f"{name} must be a connection string, got {value!r}")
+        return cls(value, parse_dsn(value, name), name)
+
+    @classmethod
+    def from_environment(cls, name: str = "dsn") -> Dsn | None:
+        """The DSN of setting ``name`` from its environment variable (`ENVIRONMENT`), or
+        None when that is unset or empty."""
+        text = os.environ.get(ENVIRONMENT[name]) or None
+        return None if text is None else cls.parse(text, name)
+
+    @classmethod
+    def resolve(cls, value: str | Dsn | None, name: str = "dsn") -> Dsn | None:
+        """``value`` parsed, else the environment's (`from_environment`), else None."""
+        return cls.from_environment(name) if value is None else cls.parse(value, name)
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """Connect keywords venturi adds: a connect timeout unless the DSN sets one, so an
+        unanswering host fails in seconds rather than hanging."""
+        return connect_defaults(dict(self.params))
+
+    @property
+    def redacted(self) -> str:
+        """The DSN fit to print: without its password (and passfile)."""
+        return redact_dsn(self.text)
+
+    def scrub(self, text: str) -> str:
+        """``text`` (an error that may quote this DSN) fit to print."""
+        return scrub(text, self.text)
+
+    def __str__(self) -> str:
+        return self.redacted
 
 
 def parse_dsn(dsn: str, name: str = "dsn") -> dict[str, Any]:

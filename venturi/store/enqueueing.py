@@ -1,4 +1,5 @@
-"""Enqueue on any psycopg connection: plain inserts, batches and dedup merges."""
+"""Writing new jobs on any psycopg connection: plain inserts, batches (by COPY when large),
+dedup merges, and graphs of jobs with parents planned and written in one transaction."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from psycopg import pq
 from psycopg.rows import tuple_row
 from ulid import ULID
 
-from venturi.errors import DuplicateJob, InvalidPayload
-from venturi.models import NewJob
+from venturi.errors import DuplicateJob, InvalidJob, InvalidPayload
+from venturi.models import JobStatus, NewJob
 from venturi.payload import encode_payload
 from venturi.prefix import Prefix
 from venturi.store import sqlfiles
+from venturi.store.connections import returned_rows, statement_cursor
 from venturi.store.copying import COPY_MIN_JOBS, copy_jobs, copy_possible, copyable
-from venturi.store.statements import returned_rows, statement_cursor
 
+_FAILED: Final = (JobStatus.DEAD.value, JobStatus.CANCELLED.value)
 # A dedup statement can find the key's holder gone mid-statement (claimed, or inserted by a
 # transaction our snapshot cannot see); each retry takes a fresh snapshot.
 _DEDUP_ATTEMPTS: Final = 20
@@ -199,6 +201,31 @@ class Enqueuer:
                 result[index] = self.enqueue(conn, jobs[index], ids[index])
             return result
 
+    def enqueue_graph(
+        self,
+        conn: psycopg.Connection[Any],
+        jobs: Sequence[NewJob],
+        ids: Sequence[ULID],
+        workflow_id: ULID | None,
+    ) -> list[ULID]:
+        """Write ``jobs`` (parents before children) under ``ids`` in one transaction on
+        ``conn`` (a savepoint inside the caller's open transaction): lock the stored
+        parents, plan each job's status from theirs (`GraphPlan`), write jobs and edges.
+        An unknown parent raises `InvalidJob` and nothing is written."""
+        for job in jobs:
+            self._check_size(job)
+        self._join_callers_transaction(conn)
+        batch = set(ids)
+        stored = sorted({p for j in jobs for p in j.depends_on if p not in batch})
+        with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+            existing: dict[ULID, str] = {}
+            if stored:
+                cur.execute(self._query("lock_parents"), {"ids": [p.to_uuid() for p in stored]})
+                existing = {ULID.from_uuid(r[0]): r[1] for r in cur.fetchall()}
+            plan = GraphPlan.of(jobs, ids, existing)
+            cur.execute(self._query("enqueue_graph"), plan.params(jobs, ids, workflow_id))
+        return list(ids)
+
     @staticmethod
     def _rows(
         indexes: Sequence[int], jobs: Sequence[NewJob], ids: Sequence[ULID]
@@ -220,3 +247,65 @@ def new_job_params(ids: Sequence[ULID], jobs: Sequence[NewJob]) -> dict[str, Any
         "concurrency_keys": [j.concurrency_key for j in jobs],
         "trace_contexts": [j.trace_context_json for j in jobs],
     }
+
+
+@attrs.frozen
+class GraphPlan:
+    """What `enqueue_graph.sql` writes: each job's status from its parents', and the edges."""
+
+    statuses: list[str]
+    parents_left: list[int]
+    notes: list[str | None]
+    edges: list[tuple[ULID, ULID, bool]]  # (parent, child, open)
+
+    @classmethod
+    def of(
+        cls, jobs: Sequence[NewJob], ids: Sequence[ULID], existing: dict[ULID, str]
+    ) -> GraphPlan:
+        """Plan ``jobs`` (parents before children) given the status of each parent that
+        exists already; raises `InvalidJob` for a parent that is neither stored nor
+        earlier in ``jobs``."""
+        status_of = dict(existing)
+        plan = cls([], [], [], [])
+        for job, job_id in zip(jobs, ids, strict=True):
+            left, failed = 0, None
+            for parent in job.depends_on:
+                status = status_of.get(parent)
+                if status is None:
+                    raise InvalidJob(
+                        f"depends_on: job {parent} does not exist (nor is it added before "
+                        f"{job_id} in this workflow)"
+                    )
+                unfinished = status not in (*_FAILED, JobStatus.COMPLETED.value)
+                left += unfinished
+                if status in _FAILED and failed is None:
+                    failed = f"parent {parent} ended {status}"
+                plan.edges.append((parent, job_id, unfinished))
+            if failed is not None and job.on_parent_failure == "cancel":
+                status = JobStatus.CANCELLED.value
+            else:
+                status = JobStatus.WAITING.value if left else JobStatus.PENDING.value
+                failed = None
+            status_of[job_id] = status
+            plan.statuses.append(status)
+            plan.parents_left.append(left)
+            plan.notes.append(failed)
+        return plan
+
+    def params(
+        self, jobs: Sequence[NewJob], ids: Sequence[ULID], workflow_id: ULID | None
+    ) -> dict[str, Any]:
+        """The parameters of enqueue_graph.sql for writing ``jobs`` under ``ids`` so."""
+        parents = {p for p, _, _ in self.edges}
+        return {
+            **new_job_params(ids, jobs),
+            "statuses": self.statuses,
+            "parents_left": self.parents_left,
+            "on_parent_failures": ["run" if j.on_parent_failure == "run" else None for j in jobs],
+            "notes": self.notes,
+            "has_children": [i in parents for i in ids],
+            "workflow_id": None if workflow_id is None else workflow_id.to_uuid(),
+            "edge_parents": [p.to_uuid() for p, _, _ in self.edges],
+            "edge_children": [c.to_uuid() for _, c, _ in self.edges],
+            "edge_open": [o for _, _, o in self.edges],
+        }

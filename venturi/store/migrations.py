@@ -39,19 +39,20 @@ def migrate(conn: psycopg.Connection[Any], prefix: Prefix, lock_timeout: float) 
     try:
         with conn.transaction():
             conn.execute(
-                sqlfiles.query("migration_lock", prefix),
+                sqlfiles.statement("migration_lock", prefix),
                 {"key": prefix.lock_key, "timeout": _lock_timeout(lock_timeout)},
             )
-            conn.execute(sqlfiles.query("migration_history_create", prefix))
-            rows = conn.execute(sqlfiles.query("migration_versions", prefix)).fetchall()
+            conn.execute(sqlfiles.statement("migration_history_create", prefix))
+            rows = conn.execute(sqlfiles.statement("migration_versions", prefix)).fetchall()
             applied = {int(row[0]) for row in rows}
             _refuse_newer(prefix, applied)
             for version, name in known_migrations():
                 if version in applied:
                     continue
-                conn.execute(sqlfiles.query(f"migrations/{name}", prefix))
+                conn.execute(sqlfiles.statement(f"migrations/{name}", prefix))
                 conn.execute(
-                    sqlfiles.query("migration_record", prefix), {"version": version, "name": name}
+                    sqlfiles.statement("migration_record", prefix),
+                    {"version": version, "name": name},
                 )
                 applied_now.append(name)
     except errors.LockNotAvailable as exc:
@@ -113,13 +114,13 @@ def _script_statement(file: str, prefix: Prefix, **values: Any) -> str:
 def check(conn: psycopg.Connection[Any], prefix: Prefix) -> None:
     """Raise `SchemaError` unless the prefix's schema is exactly what this code expects."""
     table = prefix.table("schema_history")
-    exists = conn.execute(sqlfiles.query("schema_exists", prefix), {"table": table}).fetchone()
+    exists = conn.execute(sqlfiles.statement("schema_exists", prefix), {"table": table}).fetchone()
     if not exists or not exists[0]:
         raise SchemaError(
             f"prefix {prefix.name!r} has no venturi schema in this database; "
             "run queue.migrate() or `venturi migrate` first"
         )
-    rows = conn.execute(sqlfiles.query("migration_versions", prefix)).fetchall()
+    rows = conn.execute(sqlfiles.statement("migration_versions", prefix)).fetchall()
     applied = {int(row[0]) for row in rows}
     _refuse_newer(prefix, applied)
     missing = [name for version, name in known_migrations() if version not in applied]

@@ -17,7 +17,7 @@ from psycopg import pq
 from venturi.errors import first_line
 from venturi.prefix import Prefix
 from venturi.store import retrying, sqlfiles
-from venturi.store.statements import PREPARE_THRESHOLD, StoreConnection, leads_to_pooling_proxy
+from venturi.store.connections import PREPARE_THRESHOLD, StoreConnection, leads_to_pooling_proxy
 
 logger = logging.getLogger("venturi.notifier")
 
@@ -111,7 +111,7 @@ class PostgresNotifier:
         try:
             shared = leads_to_pooling_proxy(conn)
             if not shared:
-                conn.execute(sqlfiles.query(self._listen, self._prefix))
+                conn.execute(sqlfiles.statement(self._listen, self._prefix))
         except BaseException:
             conn.close()
             raise
@@ -133,7 +133,7 @@ class PostgresNotifier:
             return
         # Best effort: a connection that fails here has lost its LISTEN with its session.
         with contextlib.suppress(psycopg.Error):
-            conn.execute(sqlfiles.query(self._unlisten, self._prefix))
+            conn.execute(sqlfiles.statement(self._unlisten, self._prefix))
         conn.close()
 
     def wait(self, timeout: float) -> bool:

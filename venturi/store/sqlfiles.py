@@ -84,19 +84,19 @@ def _expand(body: str, pieces: dict[str, str]) -> str:
     raise ValueError(f"SQL fragments nest deeper than {_MAX_NESTING} (a cycle?)")
 
 
-@functools.cache
-def query(name: str, prefix: Prefix) -> sql.Composed:
+def query(name: str, prefix: Prefix | None = None) -> sql.Composed:
     """``sql/<name>.sql`` with its fragments pasted in and its placeholders bound to
-    ``prefix``'s names."""
-    return sql.SQL(text(name)).format(**prefix.placeholders())
+    ``prefix``'s names (a file without placeholders takes no prefix)."""
+    names = {} if prefix is None else prefix.placeholders()
+    return sql.SQL(text(name)).format(**names)
 
 
 @functools.cache
-def statement(name: str, prefix: Prefix) -> bytes:
-    """`query` as the bytes psycopg sends, composed once: a `sql.Composed` is composed
-    again on every execute (microseconds per statement). The files are ASCII (a unit
-    test checks) and a prefix's names are too, so these bytes are the same in every
-    client encoding."""
+def statement(name: str, prefix: Prefix | None = None) -> bytes:
+    """The one form in which the store runs a statement: `query` as the bytes psycopg
+    sends, composed once (a `sql.Composed` is composed again on every execute,
+    microseconds per statement). The files are ASCII (a unit test checks) and a
+    prefix's names are too, so these bytes are the same in every client encoding."""
     return query(name, prefix).as_bytes(None)
 
 

@@ -26,7 +26,7 @@ def enqueued(
 ) -> list[JobRecord]:
     """The jobs waiting to run (of ``kind``, or all), oldest first. With ``conn`` they are
     read on that connection, so an open transaction sees the jobs it enqueued itself."""
-    return queue.store.pending_jobs(kind, conn)
+    return queue.store.reads.pending_jobs(kind, conn)
 
 
 def assert_enqueued(

@@ -68,7 +68,7 @@ def run_if_inline(queue: Queue) -> int:
 
 
 def _inline_mode(queue: Queue) -> InlineMode | None:
-    return next((h for h in queue.store.hooks if isinstance(h, InlineMode)), None)
+    return next((h for h in queue.hooks if isinstance(h, InlineMode)), None)
 
 
 @contextmanager

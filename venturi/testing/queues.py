@@ -13,7 +13,6 @@ from venturi.client import Queue
 from venturi.errors import ConfigurationError
 from venturi.prefix import Prefix
 from venturi.store.postgres import PostgresStore
-from venturi.store.protocol import Store
 from venturi.testing.modes import inline
 
 Mode = Literal["manual", "inline"]
@@ -52,8 +51,7 @@ class QueueFactory:
         if original is None:
             queue = Queue(store=store, strict=strict)
         else:
-            queue = original
-            self._cleanup.enter_context(_pointed_at(queue, store))
+            queue = self._cleanup.enter_context(original.pointed_at(store))
         if mode == "inline":
             self._cleanup.enter_context(inline(queue))
         return queue
@@ -67,7 +65,7 @@ class QueueFactory:
 
 
 @contextmanager
-def _dropped(dsn: str, store: Store) -> Iterator[None]:
+def _dropped(dsn: str, store: PostgresStore) -> Iterator[None]:
     try:
         yield
     finally:
@@ -78,20 +76,6 @@ def _dropped(dsn: str, store: Store) -> Iterator[None]:
             dropper.drop_prefix()
         finally:
             dropper.close()
-
-
-@contextmanager
-def _pointed_at(queue: Queue, store: Store) -> Iterator[None]:
-    # Reads too: a read store (``read_dsn``) knows neither the fresh prefix nor the test's
-    # uncommitted jobs.
-    saved = queue.store, queue.read_store
-    for hook in queue.store.hooks:  # an instrumented queue stays instrumented
-        store.hooks.add(hook)
-    queue.store, queue.read_store = store, None
-    try:
-        yield
-    finally:
-        queue.store, queue.read_store = saved
 
 
 def resolve_source(source: Queue | str | None) -> Queue | None:

@@ -6,17 +6,17 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from typing import Final
 
 import attrs
 
 from venturi.errors import StoreError, StoreUnavailable
+from venturi.flow.view import FlowView
 from venturi.models import JobRecord
 from venturi.store import retrying
-from venturi.store.protocol import Notifier, Store
-from venturi.worker.flow import FlowView
-from venturi.worker.held import HeldJob
+from venturi.store.notifier import PostgresNotifier
+from venturi.store.postgres import PostgresStore
+from venturi.worker.held import HeldJob, HeldJobs
 from venturi.worker.prefetch import Prefetch
 
 logger = logging.getLogger("venturi.worker")
@@ -43,8 +43,9 @@ class Dispatcher:
     that reconnected returns at once, so a claim pass follows every reconnect.
     """
 
-    store: Store = attrs.field(kw_only=False)
-    notifier: Notifier = attrs.field(kw_only=False)
+    store: PostgresStore = attrs.field(kw_only=False)
+    notifier: PostgresNotifier = attrs.field(kw_only=False)
+    held: HeldJobs
     name: str
     leases: dict[str, float]
     flow: FlowView
@@ -52,7 +53,6 @@ class Dispatcher:
     prefetch: Prefetch
     priority_floor: int | None
     poll_interval: float
-    _hold: Callable[[JobRecord], HeldJob]
     _ready: queue.SimpleQueue[HeldJob | None]
     _stopping: threading.Event
     listening: bool = attrs.field(init=False, default=False)
@@ -118,8 +118,9 @@ class Dispatcher:
             return self.capacity - self._busy
 
     def adopt(self, job: JobRecord) -> HeldJob:
-        """Hold ``job``, claimed outside a claim pass, as this worker's."""
-        return self._hold(job)
+        """Hold ``job``, claimed outside a claim pass (its place passed on), as this
+        worker's, in the slot of the run it follows."""
+        return self.held.hold(job)
 
     @property
     def capacity(self) -> int:
@@ -156,7 +157,7 @@ class Dispatcher:
             self.prefetch.observe_claim(time.monotonic() - started)
             self._unreserve(free - len(jobs))
             for job in jobs:
-                self._ready.put(self._hold(job))
+                self._ready.put(self.held.hold(job))
         if jobs and len(jobs) < free:
             _let_handlers_start()
         return free, len(jobs)

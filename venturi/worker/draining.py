@@ -13,7 +13,7 @@ from venturi.errors import ConfigurationError
 from venturi.models import JobRecord
 from venturi.registry import JobDefinition
 from venturi.settlements import Claim, Settlement
-from venturi.store.protocol import Store
+from venturi.store.postgres import PostgresStore
 from venturi.worker.options import default_name
 from venturi.worker.transactional import run_inline
 
@@ -22,7 +22,7 @@ DRAIN_RECHECK: Final = 0.05
 
 
 def drain(
-    store: Store,
+    store: PostgresStore,
     definitions: Mapping[str, JobDefinition],
     kinds: Sequence[str] | None,
     wait_for: float,
@@ -44,7 +44,7 @@ def drain(
         raise ConfigurationError(f"no handler registered for kinds: {', '.join(unknown)}")
     leases = {k: definitions[k].lease for k in wanted}
     limited = {k for k in wanted if definitions[k].limits.limited}
-    limited |= {state.kind for state in store.kinds() if state.limited}
+    limited |= {state.kind for state in store.reads.kinds() if state.limited}
     deadline = time.monotonic() + wait_for
     name = worker if worker is not None else f"drain:{default_name()}"
     pause = threading.Event()
@@ -67,18 +67,21 @@ def drain(
     return runs
 
 
-def run_claimed(store: Store, definition: JobDefinition, job: JobRecord, lease: float) -> None:
+def run_claimed(
+    store: PostgresStore, definition: JobDefinition, job: JobRecord, lease: float
+) -> None:
     """Run one claimed job in this thread and settle it."""
     claim = Claim.of(job)
 
     def extend() -> bool:
         return store.extend_lease([(claim, lease)]).kept(job.id)
 
+    parents = functools.partial(store.reads.parent_results, job.id)
     try:
         settlement = run_inline(
             store,
             definition,
-            JobContext(job, extend=extend, parents=functools.partial(store.parent_results, job.id)),
+            JobContext(job, extend=extend, parents=parents),
         )
     except BaseException:
         # KeyboardInterrupt or SystemExit from the handler: hand the job back untouched.

@@ -14,7 +14,7 @@ from venturi.errors import InvalidJob, InvalidPayload
 from venturi.models import JobRecord
 from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import JobDefinition
-from venturi.schedules import SLOT_PARAMETER, with_slot_time
+from venturi.schedules.schedule import SLOT_PARAMETER, with_slot_time
 from venturi.settlements import Settlement, error_facts, storable_text
 
 logger = logging.getLogger("venturi.worker")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 from ulid import ULID
@@ -39,11 +42,32 @@ class HeldJob:
 
 
 class HeldJobs:
-    """Thread-safe map of job id -> `HeldJob` shared by the worker's threads."""
+    """Thread-safe map of job id -> `HeldJob` shared by the worker's threads, and the
+    maker of each held run (`hold`): its definition and its `JobContext`, whose
+    ``extend_lease()`` calls ``extend`` and whose ``parents`` reads ``parents``."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        definitions: Mapping[str, JobDefinition],
+        extend: Callable[[HeldJob], bool],
+        parents: Callable[[ULID], dict[ULID, Any]],
+    ) -> None:
+        self._definitions = definitions
+        self._extend = extend
+        self._parents = parents
         self._lock = threading.Lock()
         self._jobs: dict[ULID, HeldJob] = {}
+
+    def hold(self, job: JobRecord) -> HeldJob:
+        """Hold the claimed ``job`` as one of this worker's runs."""
+
+        def extend() -> bool:
+            return self._extend(held)
+
+        context = JobContext(job, extend=extend, parents=functools.partial(self._parents, job.id))
+        held = HeldJob(job, self._definitions[job.kind], context)
+        self.add(held)
+        return held
 
     def add(self, held: HeldJob) -> None:
         with self._lock:

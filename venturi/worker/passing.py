@@ -2,7 +2,8 @@
 rate limit) claims its kind's next job in the transaction that completes it, and its
 handler thread runs that job next. The place never becomes free in between, so no other
 worker has to be woken and take the kind's turn to fill it, and the limit still holds in
-SQL: the transaction swaps one claimed job for at most one (`Store.complete_and_claim`)."""
+SQL: the transaction swaps one claimed job for at most one
+(`PostgresStore.settle_and_pass`)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,12 @@ import threading
 
 import attrs
 
-from venturi.models import Outcome
-from venturi.settlements import SettleAction, Settlement
-from venturi.worker.completer import Completer
+from venturi.errors import StoreError
+from venturi.settlements import Busy, SettleAction, Settlement
 from venturi.worker.dispatcher import Dispatcher
 from venturi.worker.execution import job_extra
 from venturi.worker.held import HeldJob
-from venturi.worker.settling import Settler
+from venturi.worker.settler import Settler
 
 logger = logging.getLogger("venturi.worker")
 
@@ -26,12 +26,12 @@ logger = logging.getLogger("venturi.worker")
 @attrs.define(eq=False)
 class PlacePassing:
     """Completes a handler's finished run of a kind in `FlowView.passed` itself (not in
-    the completer's batch) and claims the kind's next job in the same transaction.
+    the settler's batch) and claims the kind's next job in the same transaction.
 
     `finish` returns that job, held by the worker and occupying the finished run's slot,
     or None when there was none (the slot and the place are free: the other workers are
     woken as before). A fenced completion claims nothing; a completion whose row another
-    session holds locked goes to the completer, which tries it again later; one the
+    session holds locked goes to the settler's line, which tries it again later; one the
     database could not take is settled the usual way, retrying. The transaction runs on
     a connection of the queue's pool, from the handler thread: a worker's passes run side
     by side, and there are never more of them than the kind's running jobs (its limit),
@@ -40,7 +40,6 @@ class PlacePassing:
 
     dispatcher: Dispatcher
     settler: Settler
-    completer: Completer
     ready: queue.SimpleQueue[HeldJob | None]
     stopping: threading.Event
 
@@ -76,7 +75,7 @@ class PlacePassing:
         try:
             # Side by side on the pool: through the settling line's one connection, one
             # at a time, a kind limited to 8 drained at 0.6x.
-            outcome, jobs = dispatcher.store.complete_and_claim(
+            written, jobs = dispatcher.store.settle_and_pass(
                 held.claim, settlement, kind, lease, floor
             )
         except Exception as exc:
@@ -89,20 +88,22 @@ class PlacePassing:
                 extra=job_extra(held.job),
             )
             dispatcher.slot_freed(ran_for)
-            self.completer.submit(held, settlement)
+            self.settler.submit(held, settlement)
             return None
-        if held.job.id in outcome.busy:
+        if isinstance(written, Busy):
             dispatcher.slot_freed(ran_for)
-            self.completer.submit(held, settlement)
+            self.settler.submit(held, settlement)
             return None
         passed = dispatcher.adopt(jobs[0]) if jobs else None
         if passed is None:
             dispatcher.slot_freed(ran_for)
         else:
             dispatcher.slot_passed(ran_for)
-        applied = Outcome.COMPLETED if held.job.id in outcome.applied else None
         try:
-            self.settler.settled(held, settlement, applied, place_passed=passed is not None)
+            if isinstance(written, StoreError):
+                self.settler.let_go(held, written)
+            else:
+                self.settler.record(held, settlement, written)
         except Exception:
             logger.exception("recording the completion of job %s failed", held.job.id)
         return passed

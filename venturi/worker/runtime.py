@@ -1,4 +1,5 @@
-"""The threaded worker: a dispatcher, handler threads, heartbeat, reaper and completer."""
+"""The threaded worker: a dispatcher, handler threads, the settler, heartbeat, reaper
+and the loops of flow control and schedules, assembled once when it starts."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from venturi.context import JobContext
+import attrs
+
 from venturi.errors import (
     ConfigurationError,
     ForkedError,
@@ -21,26 +23,26 @@ from venturi.errors import (
     first_line,
 )
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord
+from venturi.flow.view import REFRESH_INTERVAL, FlowView
+from venturi.loops import IntervalLoop
 from venturi.observations import WorkerPresence
 from venturi.registry import JobDefinition
-from venturi.retention import Retention
-from venturi.schedules import Schedule
+from venturi.schedules.retention import Retention
+from venturi.schedules.schedule import Schedule
+from venturi.schedules.scheduler import scheduling_loops
 from venturi.settlements import Settlement
-from venturi.store.protocol import Notifier, Store
-from venturi.worker.completer import Completer
+from venturi.store.notifier import PostgresNotifier
+from venturi.store.postgres import PostgresStore
 from venturi.worker.deadlines import Deadlines
 from venturi.worker.dispatcher import Dispatcher
-from venturi.worker.flow import REFRESH_INTERVAL, FlowView
-from venturi.worker.handling import HandlerLoop, stop_timed_out
-from venturi.worker.heartbeat import Heartbeat
+from venturi.worker.handling import HandlerLoop, Runner, stop_timed_out
+from venturi.worker.heartbeat import Heartbeat, Leases
 from venturi.worker.held import HeldJob, HeldJobs
-from venturi.worker.interval_loop import IntervalLoop
 from venturi.worker.options import check_options, heartbeat_every_for, resolve_kinds, worker_name
+from venturi.worker.passing import PlacePassing
 from venturi.worker.prefetch import Prefetch
 from venturi.worker.reaper import Reaper
-from venturi.worker.scheduler import scheduling_loops
-from venturi.worker.settling import Settler
+from venturi.worker.settler import Settler
 from venturi.worker.supervision import Supervisor, join_by, run_hooks, stop_signals
 from venturi.worker.transactional import Transactions
 
@@ -58,6 +60,25 @@ class _State(enum.Enum):
     STOPPED = "stopped"
 
 
+@attrs.frozen
+class _Parts:
+    """What a started worker runs, assembled once by `_assemble`: every part receives
+    what it needs at construction, and none calls back into another's owner."""
+
+    ready: queue.SimpleQueue[HeldJob | None]
+    held: HeldJobs
+    dispatcher: Dispatcher
+    dispatcher_thread: threading.Thread
+    handlers: HandlerLoop
+    handler_threads: list[threading.Thread]
+    settler: Settler
+    heartbeat: Heartbeat
+    deadlines: Deadlines
+    loops: list[tuple[IntervalLoop, threading.Thread]]
+    side_store: PostgresStore
+    transactions: Transactions
+
+
 class Worker:
     """Runs jobs of the given kinds in ``concurrency`` threads until stopped.
 
@@ -71,13 +92,15 @@ class Worker:
     than a claim round trip, up to ``max(64, 4 * concurrency)`` for quick ones; see
     `venturi.worker.prefetch`), ``heartbeat_interval`` (default a third of the shortest lease,
     and never more), ``reaper_interval`` (seconds between scans for expired leases),
-    ``completion_batch`` (completions per statement). ``schedules`` are fired and
-    ``retention`` pruned by every worker together (`venturi.worker.scheduler`).
+    ``completion_batch`` (settlements per statement). ``schedules`` are fired and
+    ``retention`` pruned by every worker together (`venturi.schedules.scheduler`).
+    ``stop_hooks`` are called once when the worker has stopped (e.g. to close its
+    metrics server).
     """
 
     def __init__(
         self,
-        store: Store,
+        store: PostgresStore,
         definitions: Mapping[str, JobDefinition],
         *,
         kinds: Sequence[str] | None = None,
@@ -93,6 +116,7 @@ class Worker:
         owner_pid: int | None = None,
         schedules: Sequence[Schedule] = (),
         retention: Retention | None = None,
+        stop_hooks: Sequence[Callable[[], None]] = (),
     ) -> None:
         check_options(
             concurrency=concurrency,
@@ -115,30 +139,24 @@ class Worker:
         self.reaper_interval = float(reaper_interval)
         self.events = events or WorkerEvents()
         self.owner_pid = os.getpid() if owner_pid is None else owner_pid
-        self.held = HeldJobs()
         self.schedules, self.retention = list(schedules), retention
-        # Called once when the worker has stopped (e.g. to close its metrics server).
-        self.stop_hooks: list[Callable[[], None]] = []
+        self.stop_hooks = list(stop_hooks)
         self._completion_batch = completion_batch
         self._state = _State.NEW
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._force = threading.Event()
-        self._ready: queue.SimpleQueue[HeldJob | None] = queue.SimpleQueue()
         self._stopped = threading.Event()
         # Why the worker stopped itself (a fatal database error, a thread that kept failing).
         self.failure: BaseException | None = None
         self._supervisor = Supervisor(self._fail, self.events.thread_restarted, self._stopping)
-        self._threads: list[threading.Thread] = []
-        self._dispatcher: Dispatcher | None = None
-        self._dispatcher_thread: threading.Thread | None = None
-        self._heartbeat: Heartbeat | None = None
-        self._deadlines = Deadlines(stop_timed_out)
-        self._handlers: HandlerLoop | None = None
-        self._loops: list[tuple[IntervalLoop, threading.Thread]] = []
-        self._side_store: Store | None = None
-        self._completer: Completer | None = None
-        self._settler: Settler | None = None
+        self._parts: _Parts | None = None
+
+    @property
+    def held(self) -> list[HeldJob]:
+        """The runs this worker holds claims on now: queued, running, or awaiting their
+        settlement."""
+        return [] if self._parts is None else self._parts.held.snapshot()
 
     @property
     def capacity(self) -> int:
@@ -149,20 +167,20 @@ class Worker:
     @property
     def listening(self) -> bool:
         """True once the listener's self-probe NOTIFY came back (False: polling)."""
-        return self._dispatcher is not None and self._dispatcher.listening
+        return self._parts is not None and self._parts.dispatcher.listening
 
     @property
     def healthy(self) -> bool:
         """Running, not failed, every one of its threads started and alive, and none of
         its interval loops failing (a scheduler whose schedules keep failing, say)."""
         running = self._state is _State.RUNNING and self.failure is None
-        loops = all(loop.healthy for loop, _ in self._loops)
+        loops = self._parts is not None and all(loop.healthy for loop, _ in self._parts.loops)
         return running and self._supervisor.all_running() and loops
 
     @property
-    def notifier(self) -> Notifier | None:
+    def notifier(self) -> PostgresNotifier | None:
         """The dedicated LISTEN connection's owner, once started (for diagnostics)."""
-        return None if self._dispatcher is None else self._dispatcher.notifier
+        return None if self._parts is None else self._parts.dispatcher.notifier
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -189,7 +207,7 @@ class Worker:
             flow.refresh()
         except StoreUnavailable as exc:
             logger.warning("database unavailable at start (%s); will keep retrying", exc)
-        self._build(leases, heartbeat_every, flow)
+        self._parts = self._assemble(leases, heartbeat_every, flow)
         for thread in self._supervisor.threads:
             thread.start()
         logger.info(
@@ -200,49 +218,55 @@ class Worker:
         )
         return self
 
-    def _build(self, leases: dict[str, float], heartbeat_every: float, flow: FlowView) -> None:
-        # Whatever the concurrency: one pooled connection each for dispatcher and completer
-        # (every settlement), a side one for heartbeat, reaper, scheduler, limits; LISTEN.
+    def _assemble(self, leases: dict[str, float], heartbeat_every: float, flow: FlowView) -> _Parts:
+        """Build every part once, each given what it needs, leaves first. Whatever the
+        concurrency, the worker's connections stay the same: one pooled connection each
+        for the dispatcher and the settler (every run's end), a side one for the
+        heartbeat, reaper, scheduler and limits, and the LISTEN connection."""
         spawn = self._supervisor.thread
-        self._settler = Settler(self.store, self.held, self.events, self._force, self._fail)
-        completer = self._completer = Completer(
+        side = self.store.sibling(pool_size=1)
+        lease_keeper = Leases(side, self.events)
+        held = HeldJobs(self.definitions, lease_keeper.extend_one, self.store.reads.parent_results)
+        presence = WorkerPresence(self.name, tuple(leases), self.concurrency, heartbeat_every)
+        heartbeat = Heartbeat(lease_keeper, held, presence)
+        settler = Settler(
             self.store,
-            self._settler.settled,
-            self._settler.let_go,
+            held,
+            self.events,
             spawn,
-            self._settler.settle,
+            self._force,
+            self._fail,
             batch_size=self._completion_batch,
         )
-        # A limited run's end is announced (NOTIFY) on the completer's connection too.
-        self._settler.on_run_ended = lambda job: (
-            completer.post(lambda: flow.run_ended(job)) if job.kind in flow.waited else None
-        )
-        self._side_store = self.store.sibling(pool_size=1)
-        self._transactions = Transactions(self.store, self.concurrency, self.held.mark_ended)
-        presence = WorkerPresence(self.name, tuple(leases), self.concurrency, heartbeat_every)
-        self._heartbeat = Heartbeat(self._side_store, self.held, self.events, presence)
-        reaper = Reaper(self._side_store, self.definitions, self.events)
-        side, reaper_log = self._side_store, logging.getLogger("venturi.reaper")
+        reaper = Reaper(side, self.definitions, self.events)
         loops = [
-            self._heartbeat.loop(heartbeat_every),
-            IntervalLoop("venturi-reaper", reaper.run_once, self.reaper_interval, reaper_log),
+            heartbeat.loop(heartbeat_every),
+            IntervalLoop(
+                "venturi-reaper",
+                reaper.run_once,
+                self.reaper_interval,
+                logging.getLogger("venturi.reaper"),
+            ),
             IntervalLoop(
                 "venturi-flow", functools.partial(flow.refresh, side), REFRESH_INTERVAL, logger
             ),
+            *scheduling_loops(
+                self.store,
+                side,
+                self.schedules,
+                self.retention,
+                stopping=self._stopping,
+                events=self.events,
+            ),
         ]
-        loops += scheduling_loops(
-            self.store,
-            side,
-            self.schedules,
-            self.retention,
-            stopping=self._stopping,
-            events=self.events,
-        )
-        self._loops = [(loop, spawn(loop.name, loop.run)) for loop in loops]
-        spawn("venturi-deadlines", self._deadlines.run)
-        self._dispatcher = Dispatcher(
+        started_loops = [(loop, spawn(loop.name, loop.run)) for loop in loops]
+        deadlines = Deadlines(stop_timed_out)
+        spawn("venturi-deadlines", deadlines.run)
+        ready: queue.SimpleQueue[HeldJob | None] = queue.SimpleQueue()
+        dispatcher = Dispatcher(
             self.store,
             self.store.notifier(),
+            held=held,
             name=self.name,
             leases=leases,
             flow=flow,
@@ -250,26 +274,35 @@ class Worker:
             prefetch=self.prefetch,
             priority_floor=self.priority_floor,
             poll_interval=self.poll_interval,
-            hold=self._hold,
-            ready=self._ready,
+            ready=ready,
             stopping=self._stopping,
         )
-        flow.wake = self._dispatcher.notifier.wake
-        self._handlers = HandlerLoop(
-            ready=self._ready,
-            held=self.held,
-            dispatcher=self._dispatcher,
-            completer=self._completer,
-            settler=self._settler,
-            deadlines=self._deadlines,
-            events=self.events,
+        transactions = Transactions(self.store, self.concurrency, held.mark_ended)
+        handlers = HandlerLoop(
+            ready=ready,
+            dispatcher=dispatcher,
+            runner=Runner(held, deadlines, self.events, transactions),
+            settler=settler,
+            passing=PlacePassing(dispatcher, settler, ready, self._stopping),
             stopping=self._stopping,
-            transactions=self._transactions,
         )
-        self._threads = [
-            spawn(f"venturi-handler-{i}", self._handlers.run) for i in range(self.concurrency)
+        handler_threads = [
+            spawn(f"venturi-handler-{i}", handlers.run) for i in range(self.concurrency)
         ]
-        self._dispatcher_thread = spawn("venturi-dispatcher", self._dispatcher.run)
+        return _Parts(
+            ready=ready,
+            held=held,
+            dispatcher=dispatcher,
+            dispatcher_thread=spawn("venturi-dispatcher", dispatcher.run),
+            handlers=handlers,
+            handler_threads=handler_threads,
+            settler=settler,
+            heartbeat=heartbeat,
+            deadlines=deadlines,
+            loops=started_loops,
+            side_store=side,
+            transactions=transactions,
+        )
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop gracefully; idempotent, and safe before `start` and from any thread.
@@ -277,7 +310,7 @@ class Worker:
         Stops claiming, hands prefetched jobs back (journal ``released``), sets
         ``stopping`` on running jobs and waits up to ``timeout`` seconds for them; runs
         still going then are released (their late settlement will be fenced out).
-        Completions already made are flushed before it returns.
+        Settlements already made are flushed before it returns.
         """
         with self._lock:
             if self._state is _State.NEW:
@@ -295,24 +328,23 @@ class Worker:
             if threading.current_thread() not in self._supervisor.threads:
                 self._stopped.wait()
             return
+        parts = self._parts
+        assert parts is not None
         deadline = time.monotonic() + timeout
         self._stopping.set()
-        assert self._dispatcher is not None and self._dispatcher_thread is not None
-        self._dispatcher.wake()
-        self._dispatcher_thread.join(max(0.0, deadline - time.monotonic()))
-        self._dispatcher.notifier.close()
-        assert self._handlers is not None
-        released = self._handlers.release_queued()
-        for held in self.held.snapshot():
+        parts.dispatcher.wake()
+        parts.dispatcher_thread.join(max(0.0, deadline - time.monotonic()))
+        parts.dispatcher.notifier.close()
+        released = parts.handlers.release_queued()
+        for held in parts.held.snapshot():
             held.ctx.stopping.set()
-        for _ in self._threads:
-            self._ready.put(_SENTINEL)
-        join_by(self._threads, deadline, self._force)
-        still_running = [h for h in self.held.snapshot() if h.running and not h.lost]
-        assert self._completer is not None
+        for _ in parts.handler_threads:
+            parts.ready.put(_SENTINEL)
+        join_by(parts.handler_threads, deadline, self._force)
+        still_running = [h for h in parts.held.snapshot() if h.running and not h.lost]
         for held in still_running:
-            self._completer.submit(held, Settlement.release("worker stopped before the run ended"))
-        self._shut_down_helpers(deadline)
+            parts.settler.submit(held, Settlement.release("worker stopped before the run ended"))
+        self._shut_down_helpers(parts, deadline)
         with self._lock:
             self._state = _State.STOPPED
         self._run_stop_hooks()
@@ -324,21 +356,19 @@ class Worker:
             len(still_running),
         )
 
-    def _shut_down_helpers(self, deadline: float) -> None:
-        assert self._completer is not None
+    @staticmethod
+    def _shut_down_helpers(parts: _Parts, deadline: float) -> None:
         # Flush settlements before the heartbeat stops, so their leases hold meanwhile.
-        self._completer.stop(max(1.0, deadline - time.monotonic()))
-        self._deadlines.stop()
-        for loop, _ in self._loops:
+        parts.settler.stop(max(1.0, deadline - time.monotonic()))
+        parts.deadlines.stop()
+        for loop, _ in parts.loops:
             loop.stop()
-        for _, thread in self._loops:
+        for _, thread in parts.loops:
             if thread is not threading.current_thread():
                 thread.join(5.0)
-        if self._side_store is not None:
-            if self._heartbeat is not None:
-                self._heartbeat.leave()
-            self._side_store.close()
-            self._transactions.close()
+        parts.heartbeat.leave()
+        parts.side_store.close()
+        parts.transactions.close()
 
     def _run_stop_hooks(self) -> None:
         hooks, self.stop_hooks = self.stop_hooks, []
@@ -370,23 +400,10 @@ class Worker:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # -- handlers ---------------------------------------------------------------------
-
-    def _hold(self, job: JobRecord) -> HeldJob:
-        def extend() -> bool:
-            assert self._heartbeat is not None
-            return self._heartbeat.extend_one(held)
-
-        parents = functools.partial(self.store.parent_results, job.id)
-        context = JobContext(job, extend=extend, parents=parents)
-        held = HeldJob(job, self.definitions[job.kind], context)
-        self.held.add(held)
-        return held
-
     def _fail(self, exc: BaseException) -> None:
-        """Stop the worker because of ``exc`` (from any of its threads): record it,
-        report it, and stop from a thread of its own (a worker thread cannot join
-        itself)."""
+        """Stop the worker because of ``exc`` (reported by its supervisor or settler from
+        any of its threads): record it, report it, and stop from a thread of its own (a
+        worker thread cannot join itself)."""
         with self._lock:
             if self.failure is not None or self._state is not _State.RUNNING:
                 return

@@ -23,7 +23,7 @@ import psycopg
 from venturi.context import JobContext
 from venturi.registry import JobDefinition
 from venturi.settlements import Claim, SettleAction, Settlement
-from venturi.store.protocol import Store
+from venturi.store.postgres import PostgresStore
 from venturi.worker.execution import execute, failed, job_extra
 from venturi.worker.held import HeldJob
 
@@ -55,7 +55,7 @@ class _RollBack(Exception):
 
 
 def run_transaction(
-    store: Store,
+    store: PostgresStore,
     definition: JobDefinition,
     ctx: JobContext,
     opened: AbstractContextManager[psycopg.Connection[Any]],
@@ -80,7 +80,9 @@ def run_transaction(
             if settlement.action is not SettleAction.COMPLETE:
                 raise _RollBack(Committed.ROLLED_BACK)
             try:
-                applied = store.complete_in(conn, Claim.of(job), settlement)
+                # The one statement of every run's end, in this transaction: it applies
+                # only while the run's lease holds, and commits with the handler's writes.
+                applied = store.settle(Claim.of(job), settlement, conn) is not None
             except Exception as exc:
                 # Refused before the commit (a transaction the handler left aborted, a
                 # lost connection): nothing committed, so the run failed like any other.
@@ -105,7 +107,9 @@ def run_transaction(
     return TransactionalOutcome(settlement, Committed.COMPLETED)
 
 
-def run_inline(store: Store, definition: JobDefinition, ctx: JobContext) -> Settlement | None:
+def run_inline(
+    store: PostgresStore, definition: JobDefinition, ctx: JobContext
+) -> Settlement | None:
     """Run a claimed job's handler in this thread (`Queue.drain`, the inline test mode):
     the settlement left to apply, or None when its transactional run already committed
     its completion, was fenced, or was let go (its lease lapses)."""
@@ -123,10 +127,10 @@ class Transactions:
     thread), so runs holding a transaction never starve the worker's claims and
     settlements; workers without such kinds never open it."""
 
-    store: Store
+    store: PostgresStore
     concurrency: int
     on_returned: Callable[[HeldJob], None]
-    _own: Store | None = attrs.field(init=False, default=None)
+    _own: PostgresStore | None = attrs.field(init=False, default=None)
     _lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
 
     def run(self, held: HeldJob) -> TransactionalOutcome:

@@ -12,7 +12,7 @@ from venturi.contrib.celery import Celery, NotSupported
 from venturi.contrib.celery.config import queue_options, settings_from
 from venturi.contrib.settings import SettingsError
 from venturi.errors import ConfigurationError
-from venturi.retention import Retention
+from venturi.schedules.retention import Retention
 
 
 class CelerySettings:

@@ -13,7 +13,7 @@ pytest.importorskip("django.tasks")
 
 from django.tasks import TaskResultStatus
 
-from tests.support import Probe, wait_until
+from tests.support import Probe, recover, wait_until
 from venturi import Queue
 from venturi.contrib.django.tasks import TaskRunLost, task_kind
 from venturi.models import Outcome
@@ -55,7 +55,7 @@ def _recovered(queue: Queue, shop: Any) -> str:
     result = shop.ship.enqueue(order_id=1)
     [job] = queue.store.claim("crashed-worker", {task_kind("default", "default"): 0.001}, 1)
     [stale] = wait_until(queue.store.find_stale, what="the lease to expire")
-    assert queue.store.recover(stale) is Outcome.RECOVERED
+    assert recover(queue.store, stale) is Outcome.RECOVERED
     assert str(job.id) == result.id
     return str(result.id)
 

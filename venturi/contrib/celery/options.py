@@ -10,7 +10,7 @@ from typing import Any, Final
 import psycopg
 
 from venturi.errors import ConfigurationError
-from venturi.limits import Rate
+from venturi.flow.limits import Rate
 
 from .config import check_queue
 from .exceptions import NotSupported

@@ -13,13 +13,12 @@ from asgiref.sync import async_to_sync
 from django.db import close_old_connections, connections, transaction
 from ulid import ULID
 
-from venturi.client import Queue
+from venturi.client import DEFAULT_WAIT_SECONDS, Queue
 from venturi.contrib.lazy import Handler, LazyQueue, Registry
 from venturi.durations import Duration
 from venturi.errors import ConfigurationError
 from venturi.registry import JobFunction, JobOptions
-from venturi.schedule_registry import split_options
-from venturi.workflows import DEFAULT_WAIT_SECONDS
+from venturi.schedules.schedule import split_options
 
 from .conf import VenturiSettings, connection_string
 

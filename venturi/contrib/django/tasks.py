@@ -206,12 +206,12 @@ class VenturiBackend(BaseTaskBackend):
         except ValueError:
             raise TaskResultDoesNotExist(result_id) from None
         in_block = connections[database_alias()].in_atomic_block
-        store, conn = get_queue().store, django_connection() if in_block else None
-        job = store.get(job_id, conn=conn)
+        queue, conn = get_queue(), django_connection() if in_block else None
+        job = queue.get(job_id, primary=True, conn=conn)
         parts = None if job is None else kind_parts(job.kind)
         if job is None or parts is None or parts[0] != self.alias:
             raise TaskResultDoesNotExist(result_id)
-        return build_result(job, store.journal(job_id, conn=conn))
+        return build_result(job, queue.journal(job_id, primary=True, conn=conn))
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         if "venturi.contrib.django" in settings.INSTALLED_APPS:

@@ -141,5 +141,5 @@ def clear() -> None:
     """Delete every job of the project's queue (its tables are dropped and made again):
     for ``TransactionTestCase``, whose flush leaves venturi's tables alone."""
     queue = get_queue()
-    queue.store.drop_prefix()
+    queue.drop_prefix()
     queue.migrate()

@@ -13,11 +13,11 @@ import attrs
 
 from venturi.errors import first_line
 from venturi.events import WorkerEvents
-from venturi.retention import Retention
-from venturi.schedules import Schedule
+from venturi.loops import FAILING_AFTER, IntervalLoop
+from venturi.schedules.retention import Retention
+from venturi.schedules.schedule import Schedule
 from venturi.store import retrying
-from venturi.store.protocol import Store
-from venturi.worker.interval_loop import FAILING_AFTER, IntervalLoop
+from venturi.store.postgres import PostgresStore
 
 logger = logging.getLogger("venturi.scheduler")
 
@@ -40,7 +40,7 @@ class Scheduler:
     changed a schedule, workers still running the old code leave it to the new.
     """
 
-    store: Store
+    store: PostgresStore
     schedules: Sequence[Schedule]
     # Called when this worker fired a built-in schedule (the retention's).
     run_builtin: Callable[[Schedule], None] = attrs.field(default=lambda _: None)
@@ -150,7 +150,7 @@ class Pruner:
     prefix (an advisory lock), so an overlong prune never runs twice at once.
     """
 
-    store: Store
+    store: PostgresStore
     retention: Retention
     stopping: threading.Event
     events: WorkerEvents = attrs.field(factory=WorkerEvents)
@@ -185,8 +185,8 @@ class Pruner:
 
 
 def scheduling_loops(
-    store: Store,
-    side_store: Store,
+    store: PostgresStore,
+    side_store: PostgresStore,
     schedules: Sequence[Schedule],
     retention: Retention | None,
     *,

@@ -7,14 +7,14 @@ from typing import Final
 
 import attrs
 
-from venturi.cron import Every, format_seconds
 from venturi.durations import Duration, text_or_seconds
 from venturi.errors import ConfigurationError, InvalidJob
-from venturi.schedules import Schedule
+from venturi.schedules.cron import Every, format_seconds
+from venturi.schedules.schedule import Schedule
 
 DAY: Final = 86_400.0
 # The built-in schedule under which workers prune, and how often it comes due.
-RETENTION_SCHEDULE: Final = "venturi.retention"
+RETENTION_SCHEDULE: Final = "venturi.schedules.retention"
 DEFAULT_PRUNE_EVERY: Final = 60.0
 _KEEP_FOREVER: Final = ("never", "forever", "none")
 STATUSES: Final = ("completed", "cancelled", "dead")

@@ -16,7 +16,6 @@ from typing import Any, Final, Literal, get_args
 
 import attrs
 
-from venturi.cron import Cron, Every
 from venturi.durations import Duration, text_or_seconds
 from venturi.errors import ConfigurationError, InvalidJob
 from venturi.models import (
@@ -26,6 +25,8 @@ from venturi.models import (
     validate_priority,
 )
 from venturi.payload import encode_payload
+from venturi.registry import JobDefinition
+from venturi.schedules.cron import Cron, Every
 
 CatchUp = Literal["latest", "all", "none"]
 CATCH_UP_POLICIES: Final = get_args(CatchUp)
@@ -209,3 +210,64 @@ class ScheduleInfo:
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> ScheduleInfo:
         return cls(*row)
+
+
+def schedule_for(
+    definition: JobDefinition,
+    *,
+    cron: str | None = None,
+    every: Duration | str | None = None,
+    tz: str | None = None,
+    name: str | None = None,
+    payload: Mapping[str, Any] | None = None,
+    catch_up: CatchUp = "latest",
+    max_catch_up: int = DEFAULT_MAX_CATCH_UP,
+    concurrency_key: str | None = None,
+) -> Schedule:
+    """A checked schedule of ``definition``'s kind; raises `ConfigurationError` (or
+    `InvalidJob` for a payload that does not fit the handler, or a bad concurrency key)
+    before anything is written. A kind with ``key_concurrency`` needs ``concurrency_key``
+    (every job it fires gets that key); any other kind refuses one."""
+    timing = timing_of(cron, every, tz)
+    key = validate_concurrency_key(concurrency_key)
+    try:
+        definition.check_concurrency_key(key)
+    except InvalidJob as exc:
+        label = definition.kind if name is None else name
+        raise ConfigurationError(
+            f"schedule {label!r}: {exc}"
+            + ("; give the schedule concurrency_key=" if key is None else "")
+        ) from None
+    if payload is not None and not isinstance(payload, Mapping):
+        raise InvalidJob(f"schedule payload must be a dict, got {type(payload).__name__}")
+    fixed = dict(payload or {})
+    takes_slot = SLOT_PARAMETER in definition.signature.parameters
+    if SLOT_PARAMETER in fixed:
+        raise InvalidJob(
+            f"schedule payload must not set {SLOT_PARAMETER!r}: each slot's time fills it"
+        )
+    # The slot's time stands in for the real one while the payload is checked.
+    definition.check_payload({**fixed, SLOT_PARAMETER: ""} if takes_slot else fixed)
+    return Schedule(
+        definition.kind if name is None else name,
+        definition.kind,
+        timing,
+        payload=fixed,
+        catch_up=catch_up,
+        max_catch_up=max_catch_up,
+        with_slot=takes_slot,
+        priority=definition.priority,
+        max_attempts=definition.max_attempts,
+        concurrency_key=key,
+    )
+
+
+SCHEDULE_OPTIONS = frozenset(
+    ("cron", "every", "tz", "name", "payload", "catch_up", "max_catch_up", "concurrency_key")
+)
+
+
+def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``periodic``'s keywords as (the schedule's, the job's)."""
+    schedule = {k: v for k, v in options.items() if k in SCHEDULE_OPTIONS}
+    return schedule, {k: v for k, v in options.items() if k not in SCHEDULE_OPTIONS}
