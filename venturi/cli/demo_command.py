@@ -3,7 +3,6 @@ one), runs the demo under a fresh prefix, prints the summary and cleans up."""
 
 from __future__ import annotations
 
-import os
 import shlex
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,7 +18,7 @@ from venturi.cli.demo import DemoReport, drop_tables, render_report, run_demo
 from venturi.cli.render import console
 from venturi.cli.support import CliState, check_reachable, pass_state
 from venturi.client import Queue
-from venturi.store.dsn import redact_dsn
+from venturi.store.dsn import Dsn
 from venturi.store.embedded import EmbeddedUnavailable, embedded_server
 
 # Tried in order when no DSN is given: libpq's defaults (PG* variables, the local socket),
@@ -48,12 +47,11 @@ def _server(dsn: str) -> str | None:
         return None
 
 
-def _from_dsn(dsn: str, server: str, how: str, pool_size: int) -> DemoDatabase:
-    from_env = dsn == os.environ.get("VENTURI_DSN") or dsn == ""
+def _from_dsn(target: Dsn, server: str, how: str, pool_size: int, *, flag: bool) -> DemoDatabase:
     return DemoDatabase(
         description=f"PostgreSQL {server} ({how})",
-        make_queue=lambda prefix: Queue(dsn, prefix=prefix, pool_size=pool_size),
-        dsn_flag="" if from_env else f"--dsn {shlex.quote(redact_dsn(dsn))} ",
+        make_queue=lambda prefix: Queue(target, prefix=prefix, pool_size=pool_size),
+        dsn_flag=f"--dsn {shlex.quote(target.redacted)} " if flag else "",
         lasting=True,
     )
 
@@ -91,14 +89,19 @@ def choose_database(state: CliState, embedded: bool, pool_size: int) -> Iterator
         )
         return
     if state.dsn is not None:
-        check_reachable(state.dsn)
-        source = "from VENTURI_DSN" if state.dsn == os.environ.get("VENTURI_DSN") else "--dsn"
-        yield _from_dsn(state.dsn, _server(state.dsn) or redact_dsn(state.dsn), source, pool_size)
+        target = state.target()
+        check_reachable(target)
+        given = not state.dsn_from_environment
+        source = "--dsn" if given else "from VENTURI_DSN"
+        where = _server(target.text) or target.redacted
+        yield _from_dsn(target, where, source, pool_size, flag=given and bool(target.text))
         return
     for candidate in LOCAL_CANDIDATES:
         server = _server(candidate)
         if server is not None:
-            yield _from_dsn(candidate, server, "a local server that answered", pool_size)
+            local = Dsn.parse(candidate)
+            how = "a local server that answered"
+            yield _from_dsn(local, server, how, pool_size, flag=bool(candidate))
             return
     with _embedded(pool_size, fallback=True) as database:
         yield database

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from venturi import __version__
 from venturi.cli.admin import admin_commands
@@ -104,7 +105,15 @@ def build_cli(queue_factory: QueueFactory | None = None) -> click.Group:
             ("read_dsn", "--read-dsn"),
         ):
             warn_if_password_shown(ctx, name, option)
-        state = CliState(queue_factory, dsn, prefix, listen_dsn=listen_dsn, read_dsn=read_dsn)
+        from_environment = ctx.get_parameter_source("dsn") is ParameterSource.ENVIRONMENT
+        state = CliState(
+            queue_factory,
+            dsn,
+            prefix,
+            listen_dsn=listen_dsn,
+            read_dsn=read_dsn,
+            dsn_from_environment=from_environment,
+        )
         ctx.obj = state
         ctx.call_on_close(state.close)
 

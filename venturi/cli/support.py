@@ -18,7 +18,7 @@ from venturi.client import DEFAULT_PREFIX, Queue
 from venturi.durations import text_seconds
 from venturi.errors import ConfigurationError, InvalidJob, VenturiError, first_line
 from venturi.models import JobRecord, to_uuid
-from venturi.store.dsn import connect_defaults, parse_dsn, redact_dsn, scrub
+from venturi.store.dsn import Dsn, scrub
 
 QueueFactory = Callable[[], Queue]
 
@@ -85,26 +85,30 @@ def require_job(queue: Queue, job_id: str, *, primary: bool = False) -> JobRecor
     return record
 
 
-def check_reachable(dsn: str, option: str = "--dsn") -> None:
-    """Connect once, so an unreachable or refused DSN fails now with libpq's own reason
-    instead of a pool's retries (and their log lines) and a timeout later. ``option``
-    names the DSN in the message."""
+def parse_target(text: str, option: str = "--dsn") -> Dsn:
+    """The DSN of ``option`` parsed, or a one-line error saying how to write one."""
     try:
-        params = parse_dsn(dsn, "the DSN")
+        return Dsn.parse(text, option.lstrip("-").replace("-", "_"))
     except ConfigurationError:
         label = "the DSN" if option == "--dsn" else option
         raise click.ClickException(
             f"{label} is not a valid connection string: write key=value pairs "
             "(host=... dbname=...) or a postgresql:// URI"
         ) from None
+
+
+def check_reachable(target: Dsn, option: str = "--dsn") -> None:
+    """Connect once, so an unreachable or refused DSN fails now with libpq's own reason
+    instead of a pool's retries (and their log lines) and a timeout later. ``option``
+    names the DSN in the message."""
     try:
-        with psycopg.connect(dsn, **connect_defaults(params)):
+        with psycopg.connect(target.text, **target.connect_kwargs()):
             return
     except psycopg.Error as exc:
-        reason = scrub(first_line(exc), dsn)
+        reason = target.scrub(first_line(exc))
         where = "" if option == "--dsn" else f"through {option} "
         raise click.ClickException(
-            f"cannot connect to PostgreSQL {where}({redact_dsn(dsn)}): {reason}"
+            f"cannot connect to PostgreSQL {where}({target.redacted}): {reason}"
         ) from None
 
 
@@ -123,7 +127,7 @@ def warn_if_password_shown(ctx: click.Context, name: str, option: str) -> None:
     if not value or ctx.get_parameter_source(name) is not ParameterSource.COMMANDLINE:
         return
     try:
-        password = parse_dsn(str(value)).get("password")
+        password = Dsn.parse(str(value)).params.get("password")
     except ConfigurationError:
         return  # refused with its own message when the DSN is used
     if password:
@@ -145,6 +149,8 @@ class CliState:
     prefix: str = DEFAULT_PREFIX
     listen_dsn: str | None = None
     read_dsn: str | None = None
+    # True when ``dsn`` came from the environment (VENTURI_DSN), not the command line.
+    dsn_from_environment: bool = False
     _queue: Queue | None = None
 
     @property
@@ -152,8 +158,10 @@ class CliState:
         """True when a framework (Flask, Django) supplies the queue."""
         return self.factory is not None
 
-    def resolved_dsn(self) -> str:
-        return self.dsn if self.dsn is not None else os.environ.get("VENTURI_DSN", "")
+    def target(self) -> Dsn:
+        """``--dsn`` (or VENTURI_DSN, which the option reads) parsed; libpq's defaults
+        when neither is given."""
+        return parse_target(self.dsn or "")
 
     def queue(self) -> Queue:
         """The application's queue, or one built from ``--dsn``/``--prefix``."""
@@ -161,22 +169,26 @@ class CliState:
             if self.factory is not None:
                 self._queue = self.factory()
             else:
-                dsn = self.resolved_dsn()
-                check_reachable(dsn)
+                # Each DSN is parsed once, here, and the queue takes the parsed values.
+                target = self.target()
+                check_reachable(target)
+                extras: dict[str, Dsn | None] = {}
                 # The queue opens a pool on each; one that cannot connect would log
                 # every retry before its timeout, so each is tried once here first.
-                for extra, option in (
-                    (self.listen_dsn, "--listen-dsn"),
-                    (self.read_dsn, "--read-dsn"),
+                for name, text, option in (
+                    ("listen_dsn", self.listen_dsn, "--listen-dsn"),
+                    ("read_dsn", self.read_dsn, "--read-dsn"),
                 ):
-                    if extra:
+                    extra = parse_target(text, option) if text else None
+                    if extra is not None:
                         check_reachable(extra, option)
+                    extras[name] = extra
                 self._queue = Queue(
-                    dsn,
+                    target,
                     prefix=self.prefix,
                     pool_size=_CLI_POOL_SIZE,
-                    listen_dsn=self.listen_dsn,
-                    read_dsn=self.read_dsn,
+                    listen_dsn=extras["listen_dsn"],
+                    read_dsn=extras["read_dsn"],
                 )
         return self._queue
 
@@ -234,7 +246,7 @@ def _settle_stdout() -> None:
 
 def _scrubbed(ctx: click.Context, text: str) -> str:
     state = ctx.find_object(CliState)
-    return text if state is None else scrub(text, state.resolved_dsn())
+    return text if state is None else scrub(text, state.dsn or "")
 
 
 def import_queue(spec: str) -> Queue:
