@@ -25,8 +25,7 @@ class FlowView:
     then read back from the database, where the latest declaration of each kind wins.
 
     ``limited``: the worker's kinds claimed through the limited claim; ``rated``: those
-    of them with a rate; ``waited``: those whose free places open when a run ends (a
-    concurrency or key limit); ``passed``: those with a global concurrency and no other
+    of them with a rate; ``passed``: those with a global concurrency and no other
     limit, whose completed runs pass their place straight to the kind's next job
     (`venturi.worker.passing`).
     Until the first read, the worker's own declaration stands in for the database's.
@@ -38,7 +37,6 @@ class FlowView:
     declared: bool = attrs.field(init=False, default=False)
     limited: frozenset[str] = attrs.field(init=False)
     rated: frozenset[str] = attrs.field(init=False)
-    waited: frozenset[str] = attrs.field(init=False)
     passed: frozenset[str] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -67,9 +65,6 @@ class FlowView:
     def _adopt(self, limits: list[KindLimits]) -> None:
         self.limited = frozenset(d.kind for d in limits if d.limited)
         self.rated = frozenset(d.kind for d in limits if d.rate is not None)
-        self.waited = frozenset(
-            d.kind for d in limits if d.concurrency is not None or d.key_concurrency is not None
-        )
         self.passed = frozenset(
             d.kind
             for d in limits

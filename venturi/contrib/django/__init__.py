@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from .conf import SettingsError, VenturiSettings, connection_params, connection_string
+from .connection import django_connection
 from .queue import (
-    django_connection,
     enqueue,
     enqueue_on_commit,
     get_queue,

@@ -13,6 +13,7 @@ from asgiref.sync import async_to_sync
 from django.db import close_old_connections, connections, transaction
 from ulid import ULID
 
+from venturi import testing
 from venturi.client import DEFAULT_WAIT_SECONDS, Queue
 from venturi.contrib.lazy import Handler, LazyQueue, Registry
 from venturi.durations import Duration
@@ -21,6 +22,7 @@ from venturi.registry import JobFunction, JobOptions
 from venturi.schedules.schedule import split_options
 
 from .conf import VenturiSettings, connection_string
+from .connection import DjangoConnectionLender, database_alias, django_connection
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -35,10 +37,25 @@ def _build() -> Queue:
     # the test database.
     settings_dict = connections[conf.database].settings_dict
     if conf.testing is not None:
-        from .testing import testing_queue
-
         return testing_queue(conf, connection_string(settings_dict))
     return Queue(connection_string(settings_dict), **conf.queue_options())
+
+
+def testing_queue(conf: VenturiSettings, conninfo: str) -> Queue:
+    """The project's queue in testing mode: its tables made (committed, on a connection
+    of its own), then every operation on Django's connection, in ``conf.testing`` mode."""
+    options = conf.queue_options()
+    with Queue(conninfo, prefix=conf.prefix, pool_size=1) as migrator:
+        migrator.migrate()
+    queue = Queue.from_pool(
+        DjangoConnectionLender(conf.database, conninfo),
+        prefix=conf.prefix,
+        strict=options["strict"],
+        max_payload_bytes=options["max_payload_bytes"],
+        listen_dsn=options["listen_dsn"],
+    )
+    testing.set_mode(queue, conf.testing or "manual", same_transaction=True)
+    return queue
 
 
 def _fresh_connections(func: Handler) -> Handler:
@@ -88,28 +105,6 @@ def get_queue() -> Queue:
 def reset_queue() -> None:
     """Close the project's queue; the next `get_queue` builds it from current settings."""
     _lazy.close()
-
-
-def database_alias() -> str:
-    """The ``DATABASES`` alias the queue lives in."""
-    return VenturiSettings.load().database
-
-
-def django_connection(using: str | None = None) -> psycopg.Connection[Any]:
-    """Django's own psycopg 3 connection for ``using`` (the queue's database by default).
-
-    Opens it if needed. Work done on it joins the thread's current ``transaction.atomic()``
-    block, exactly like the ORM's queries.
-    """
-    wrapper = connections[using or database_alias()]
-    wrapper.ensure_connection()
-    raw = wrapper.connection
-    if not isinstance(raw, psycopg.Connection):
-        raise TypeError(
-            f"database {wrapper.alias!r} is not on psycopg 3 (got {type(raw).__name__}); "
-            "venturi joins Django transactions only through psycopg 3"
-        )
-    return raw
 
 
 class _DjangoTarget:

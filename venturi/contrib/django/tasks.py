@@ -52,7 +52,8 @@ from venturi.registry import DEFAULT_LEASE
 from venturi.settlements import error_facts, storable_text
 
 from .conf import SettingsError
-from .queue import database_alias, django_connection, enqueue, get_queue, registry
+from .connection import database_alias, django_connection
+from .queue import enqueue, get_queue, registry
 from .queue import job as register_job
 from .task_results import (
     FACTS_KEY,

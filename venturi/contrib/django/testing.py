@@ -22,19 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, cast
-
-import psycopg
-from django.db import transaction
-from psycopg_pool import ConnectionPool
+from typing import Any
 
 from venturi import testing
 from venturi.client import Queue
 from venturi.durations import Duration
 from venturi.models import JobRecord
 
-from .conf import VenturiSettings
-from .queue import django_connection, get_queue
+from .queue import get_queue
 
 __all__ = [
     "advance",
@@ -46,51 +41,6 @@ __all__ = [
     "manual",
     "refute_enqueued",
 ]
-
-
-class DjangoConnectionPool:
-    """Stands in for a psycopg pool, lending Django's own connection to the queue: each
-    statement runs in the thread's current transaction (a ``TestCase``'s) as a
-    savepoint, so a failing one leaves that transaction usable."""
-
-    timeout = 0.0
-    max_size = 1
-    kwargs: dict[str, Any] = {}  # noqa: RUF012 (the pool attribute the store reads)
-
-    def __init__(self, alias: str, conninfo: str) -> None:
-        self.alias = alias
-        self.conninfo = conninfo
-
-    @contextmanager
-    def connection(self, timeout: float | None = None) -> Iterator[psycopg.Connection[Any]]:
-        # Django's atomic(): a savepoint inside the caller's transaction (rolled back
-        # alone if the statement fails), else a transaction of its own.
-        with transaction.atomic(using=self.alias):
-            yield django_connection(self.alias)
-
-    def check(self) -> None:
-        """Nothing to replace: Django manages its connection."""
-
-    def close(self) -> None:
-        """Never closes Django's connection."""
-
-
-def testing_queue(conf: VenturiSettings, conninfo: str) -> Queue:
-    """The project's queue in testing mode: its tables made (committed, on a connection
-    of its own), then every operation on Django's connection, in ``conf.testing`` mode."""
-    options = conf.queue_options()
-    with Queue(conninfo, prefix=conf.prefix, pool_size=1) as migrator:
-        migrator.migrate()
-    pool = cast(ConnectionPool[Any], DjangoConnectionPool(conf.database, conninfo))
-    queue = Queue.from_pool(
-        pool,
-        prefix=conf.prefix,
-        strict=options["strict"],
-        max_payload_bytes=options["max_payload_bytes"],
-        listen_dsn=options["listen_dsn"],
-    )
-    testing.set_mode(queue, conf.testing or "manual", same_transaction=True)
-    return queue
 
 
 def enqueued(kind: str | None = None) -> list[JobRecord]:
