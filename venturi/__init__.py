@@ -38,6 +38,7 @@ from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import JobFunction
 from venturi.schedules.retention import Retention
 from venturi.schedules.schedule import Schedule, ScheduleInfo
+from venturi.store.failover import DatabaseServer
 from venturi.worker.runtime import Worker
 
 logging.getLogger("venturi").addHandler(logging.NullHandler())
@@ -46,6 +47,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigurationError",
+    "DatabaseServer",
     "DuplicateJob",
     "Fail",
     "ForkedError",

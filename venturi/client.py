@@ -63,6 +63,7 @@ from venturi.schedules.schedule import (
 )
 from venturi.store.connections import Lender, Preparation
 from venturi.store.dsn import Dsn
+from venturi.store.failover import DatabaseServer
 from venturi.store.hooks import StoreHook
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.reads import ReadStore, open_read_store
@@ -610,6 +611,13 @@ class Queue:
     def ping(self) -> str:
         """One round trip to the queue's database; returns the server's version."""
         return self.store.ping()
+
+    def server(self) -> DatabaseServer:
+        """The server the queue's own connections (not ``read_dsn``'s) are on: host and
+        port as libpq reached them, and whether it takes writes (`writable`). After a
+        failover it names the new primary once the pool has moved there; False means
+        workers can neither claim nor settle, nor producers enqueue, on that server."""
+        return self.store.server()
 
     def now(self) -> datetime:
         """The database's clock (every time that decides eligibility is read on it)."""

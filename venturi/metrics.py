@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 try:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
@@ -32,6 +32,7 @@ from venturi.events import WorkerEvents
 from venturi.metrics_server import DEFAULT_HOST, MetricsServer
 from venturi.models import JobRecord, Outcome, StatsSnapshot
 from venturi.settlements import Settlement
+from venturi.store.failover import DatabaseServer
 
 __all__ = [
     "DEFAULT_HOST",
@@ -40,6 +41,8 @@ __all__ = [
     "MetricsServer",
     "QueueCollector",
     "QueueMetrics",
+    "ServerCollector",
+    "ServerSource",
     "StatsSource",
     "wsgi_app",
 ]
@@ -70,6 +73,13 @@ class StatsSource(Protocol):
     """Anything with `Queue.stats`."""
 
     def stats(self) -> StatsSnapshot: ...
+
+
+@runtime_checkable
+class ServerSource(Protocol):
+    """Anything with `Queue.server`."""
+
+    def server(self) -> DatabaseServer: ...
 
 
 class MetricsEvents(WorkerEvents):
@@ -234,6 +244,55 @@ class QueueCollector(Collector):
             return self._snapshot
 
 
+class ServerCollector(Collector):
+    """``venturi_database_read_write``: the server the queue's connections are on (host
+    and port labels) and whether it takes writes, from a `Queue.server` reading at most
+    ``max_age`` seconds old. After a failover the labels name the new primary once the
+    pool has moved there; 0 says the connections are on a standby or a primary demoted
+    in place. Nothing is reported while the database does not answer (see
+    ``venturi_queue_up``)."""
+
+    def __init__(
+        self,
+        source: ServerSource,
+        max_age: float = STATS_MAX_AGE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.max_age = max_age
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._server: DatabaseServer | None = None
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # as QueueCollector: registering it must not reach the database
+
+    def collect(self) -> Iterable[Metric]:
+        gauge = GaugeMetricFamily(
+            "venturi_database_read_write",
+            "1 if the server the queue's connections are on (host, port) takes writes; 0 "
+            "on a standby or a primary demoted in place.",
+            labels=["host", "port"],
+        )
+        server = self._reading()
+        if server is not None:
+            gauge.add_metric([server.host, str(server.port)], 1.0 if server.writable else 0.0)
+        return [gauge]
+
+    def _reading(self) -> DatabaseServer | None:
+        with self._lock:
+            now = self._clock()
+            if self._read_at is None or now - self._read_at >= self.max_age:
+                try:
+                    self._server = self.source.server()
+                except Exception as exc:
+                    logger.warning("metrics scrape could not read the database server: %s", exc)
+                    self._server = None
+                self._read_at = self._clock()
+            return self._server
+
+
 def _gauges(snapshot: StatsSnapshot) -> Iterator[Metric]:
     jobs = GaugeMetricFamily(
         "venturi_queue_jobs",
@@ -278,6 +337,8 @@ class QueueMetrics:
         self.events = MetricsEvents(self.registry)
         if queue is not None:
             self.registry.register(QueueCollector(queue, stats_max_age))
+        if isinstance(queue, ServerSource):
+            self.registry.register(ServerCollector(queue, stats_max_age))
 
     def wsgi_app(self) -> Any:
         """A WSGI app serving these metrics in the Prometheus text format."""
@@ -361,6 +422,8 @@ def serve_group_metrics(
     MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
     if queue is not None:
         registry.register(QueueCollector(queue))
+    if isinstance(queue, ServerSource):
+        registry.register(ServerCollector(queue))  # the supervisor's connections
     return MetricsServer(registry, port, addr)
 
 

@@ -105,9 +105,11 @@ def test_healthcheck_passes_on_a_migrated_prefix(invoke: Invoke) -> None:
     lines = result.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == [
         "ok   database reachable",
+        "ok   read-write server",
         "ok   schema current",
         "ok   listen/notify",
     ]
+    assert lines[1].endswith(" (read-write)")  # host:port as libpq reached it
 
 
 def test_healthcheck_fails_without_schema_or_database(invoke: Invoke) -> None:
@@ -133,7 +135,10 @@ def test_healthcheck_reads_a_worker_s_metrics(
     try:
         running = invoke("healthcheck", "--worker-metrics", url)
         assert running.exit_code == 0, running.output
-        assert running.stdout.splitlines()[-1] == f"ok   worker: {url}: running"
+        where = queue.server().address
+        assert running.stdout.splitlines()[-1] == (
+            f"ok   worker: {url}: running, on {where} (read-write)"
+        )
         # A worker that stops itself closes its metrics port (the probe then fails for no
         # answer, as below); kept open here to see the failure the metrics report.
         worker.stop_hooks.clear()

@@ -35,6 +35,7 @@ def test_healthcheck_warns_of_polling_and_exits_0(
     lines = result.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == [
         "ok   database reachable",
+        "ok   read-write server",
         "ok   schema current",
         "WARN listen/notify",
     ]

@@ -1,5 +1,6 @@
 """A hot standby of a `ThrowawayServer`: ``pg_basebackup -R`` of the running primary into
-a temporary directory, started on a free port and replaying the primary's WAL stream."""
+a temporary directory, started on a free port and replaying the primary's WAL stream;
+`promote` makes it a primary of its own."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from tests.faults.server import SUPERUSER, ThrowawayServer, _free_port, _system_
 
 
 class StandbyServer(ThrowawayServer):
-    """A streaming replica of ``primary`` (which must be running); `start`, `destroy`."""
+    """A streaming replica of ``primary`` (which must be running); `start`, `promote`,
+    `destroy`."""
 
     def __init__(self, primary: ThrowawayServer) -> None:
         with (primary.data / "pg_hba.conf").open("a") as hba:
@@ -37,6 +39,9 @@ class StandbyServer(ThrowawayServer):
                 "port": str(self.port),
                 "unix_socket_directories": f"'{self.root}'",
                 "hot_standby": "on",
+                # The copy's settings are the primary's; once promoted, this server has no
+                # standby of its own to wait for (a cluster manager re-points the rest).
+                "synchronous_standby_names": "''",
             }
         )
 
@@ -45,3 +50,7 @@ class StandbyServer(ThrowawayServer):
         with psycopg.connect(self.dsn) as conn:
             row = conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()
         return bool(row and row[0])
+
+    def promote(self) -> None:
+        """``pg_ctl promote``, returning once this server accepts writes."""
+        self._pg_ctl("promote")

@@ -30,6 +30,7 @@ NOT_HOOKED: dict[str, str] = {
         [
             "await_job",
             "check_schema",
+            "claimed_by",
             "find_stale",
             "next_visible_at",
             "now",
@@ -38,6 +39,7 @@ NOT_HOOKED: dict[str, str] = {
             "schema_script",
             "seconds_until_rate_room",
             "seconds_until_visible",
+            "server",
         ],
         "reads (the rest are the ReadStore's, which writes nothing)",
     ),

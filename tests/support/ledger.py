@@ -24,6 +24,7 @@ import uuid
 from typing import Any, Final
 
 import psycopg
+import psycopg.errors
 from psycopg import sql
 
 import venturi
@@ -107,7 +108,8 @@ class Ledger:
                         return
                 conn.execute(query, params)
                 return
-            except psycopg.OperationalError:
+            except (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction):
+                # A read-only server is a primary demoted in place: reconnect to the new one.
                 if conn is not None:
                     conn.close()
                 self._local.conn = None

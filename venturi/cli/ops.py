@@ -70,6 +70,16 @@ def _check_reachable(queue: Queue) -> str:
     return f"PostgreSQL {version} answered in {(time.monotonic() - started) * 1000:.0f} ms"
 
 
+def _check_primary(queue: Queue) -> str:
+    server = queue.server()
+    if not server.writable:
+        raise VenturiError(
+            f"{server.describe()}: nothing can be claimed, settled or enqueued there; "
+            "list every host of the cluster in the DSN with target_session_attrs=read-write"
+        )
+    return server.describe()
+
+
 def _check_schema(queue: Queue) -> str:
     queue.check_schema()
     return f"prefix {queue.prefix!r} is at schema version {migrations.latest_version()}"
@@ -178,18 +188,40 @@ def _check_worker(url: MetricsUrl, timeout: float) -> str:
             text = response.read().decode("utf-8", errors="replace")
     except (OSError, ValueError) as exc:
         raise VenturiError(f"no answer from {url.shown}: {first_line(exc)}") from None
+    failed, server = None, None
     for line in text.splitlines():
         name, _, value = line.partition(" ")
         if name == "venturi_worker_failed":
-            if float(value) != 0:
-                raise VenturiError(
-                    f"{url.shown}: the worker stopped itself (a fatal database error or a "
-                    "thread that kept failing; see its log)"
-                )
-            return f"{url.shown}: running"
-    raise VenturiError(
-        f"{url.shown} has no venturi_worker_failed metric (a worker's --metrics-port?)"
-    )
+            failed = float(value) != 0
+        elif name.startswith("venturi_database_read_write{"):
+            server = _server_sample(name, value)
+    if failed is None:
+        raise VenturiError(
+            f"{url.shown} has no venturi_worker_failed metric (a worker's --metrics-port?)"
+        )
+    if failed:
+        raise VenturiError(
+            f"{url.shown}: the worker stopped itself (a fatal database error or a "
+            "thread that kept failing; see its log)"
+        )
+    if server is None:
+        return f"{url.shown}: running"
+    where, writable = server
+    if not writable:
+        raise VenturiError(f"{url.shown}: running, but its connections are on {where}")
+    return f"{url.shown}: running, on {where}"
+
+
+_LABEL: Final = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def _server_sample(name: str, value: str) -> tuple[str, bool]:
+    """(``host:port (read-write|read-only)``, writable) from a venturi_database_read_write
+    sample."""
+    labels = dict(_LABEL.findall(name))
+    writable = float(value) == 1
+    role = "read-write" if writable else "read-only"
+    return f"{labels.get('host', '?')}:{labels.get('port', '?')} ({role})", writable
 
 
 @click.command()
@@ -212,11 +244,12 @@ def healthcheck(
 ) -> None:
     """Check database, schema and NOTIFY (and workers); exit 0 or 1.
 
-    The database answers, the prefix's schema is current, and a NOTIFY comes back on
-    a LISTEN connection. For container health probes. When no NOTIFY comes back (a
+    The database answers on a server that takes writes (the primary: it names the host
+    and port), the prefix's schema is current, and a NOTIFY comes back on a LISTEN
+    connection. For container health probes. When no NOTIFY comes back (a
     transaction-pooling proxy) workers poll: a WARN line, still exit 0. With
     --worker-metrics, each worker's endpoint must answer and report it has not stopped
-    itself.
+    itself, and that its connections are on a server that takes writes (it names which).
     """
     try:
         queue = state.queue()
@@ -225,6 +258,7 @@ def healthcheck(
         ctx.exit(1)
     checks: list[tuple[str, Check]] = [
         ("database reachable", lambda: _check_reachable(queue)),
+        ("read-write server", lambda: _check_primary(queue)),
         ("schema current", lambda: _check_schema(queue)),
         ("listen/notify", lambda: _check_notify(queue, timeout)),
     ]

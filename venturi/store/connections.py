@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from venturi.errors import ConfigurationError, ForkedError, StoreUnavailable, first_line
 from venturi.store import retrying, sqlfiles
 from venturi.store.dsn import Dsn, redact_dsn
+from venturi.store.failover import PrimaryWatch
 
 # psycopg's own default: a statement is prepared on its fifth run on a connection.
 PREPARE_THRESHOLD: Final = 5
@@ -141,9 +142,19 @@ class Connections:
     """The connections of one database that a store works on, one per statement or short
     transaction. Thread-safe. `close` closes the pool only if venturi opened it."""
 
-    def __init__(self, source: Source, *, owned: bool, target: Dsn | None = None) -> None:
+    def __init__(
+        self,
+        source: Source,
+        *,
+        owned: bool,
+        target: Dsn | None = None,
+        watch: PrimaryWatch | None = None,
+    ) -> None:
         self.source = source
         self.owned = owned
+        # Shared with side pools and listeners: a pool whose server turned read-only
+        # drops its connections, and every listener LISTENs again (`venturi.store.failover`).
+        self.watch = PrimaryWatch() if watch is None else watch
         self._pool = source if isinstance(source, ConnectionPool) else None
         # Built from the pool's own parameters when not given, so side connections (the
         # listener, a worker's side pool) match the pool's, TLS included.
@@ -192,7 +203,9 @@ class Connections:
         except errors.UniqueViolation:
             raise  # the store's own callers read it (a dedup key taken by a racing enqueue)
         except psycopg.Error as exc:
-            if pool is not None and retrying.outcome_unknown(exc):
+            if pool is not None and self.watch.noticed(pool, exc):
+                pass  # the server is read-only: every connection was dropped
+            elif pool is not None and retrying.outcome_unknown(exc):
                 # After a server restart every idle pooled connection is dead, and each
                 # would fail one request in turn (a worker backing off between claims
                 # would need a minute to get through them); test and replace them now.
@@ -239,7 +252,7 @@ class Connections:
         timeout = self.timeout or DEFAULT_SIDE_TIMEOUT
         pool = new_pool(self.target, kwargs, pool_size, timeout, label, prepared=prepared)
         open_owned(pool)
-        return Connections(pool, owned=True, target=self.target)
+        return Connections(pool, owned=True, target=self.target, watch=self.watch)
 
     def _why_no_connection(self) -> str:
         """Why the pool had nothing to give. The pool only logs its connection errors, so

@@ -18,6 +18,7 @@ from venturi.errors import first_line
 from venturi.prefix import Prefix
 from venturi.store import retrying, sqlfiles
 from venturi.store.connections import PREPARE_THRESHOLD, StoreConnection, leads_to_pooling_proxy
+from venturi.store.failover import PrimaryWatch
 
 logger = logging.getLogger("venturi.notifier")
 
@@ -51,10 +52,21 @@ class PostgresNotifier:
     would stay on a server connection that other clients borrow, and they would get its
     notifications. `connect` recognises such a proxy and does not LISTEN; the notifier is
     then `polling`, as after `stop_listening`: `wait` only sleeps (or is woken).
+
+    After a failover the connection may still be up on the old primary, left read-only,
+    where no NOTIFY is sent any more: the listener reconnects (to the host that now takes
+    writes) when ``watch`` counts a pool that found its server no longer the primary, or
+    when its own session reports the server read-only after a ping.
     """
 
     def __init__(
-        self, conninfo: str, kwargs: dict[str, Any], prefix: Prefix, *, finished: bool = False
+        self,
+        conninfo: str,
+        kwargs: dict[str, Any],
+        prefix: Prefix,
+        *,
+        finished: bool = False,
+        watch: PrimaryWatch | None = None,
     ) -> None:
         # ``finished``: listen on the channel of finished jobs (waiters) instead of the
         # channel of claimable ones (workers).
@@ -71,6 +83,8 @@ class PostgresNotifier:
             "prepare_threshold": PREPARE_THRESHOLD,
         }
         self._prefix = prefix
+        self._watch = watch
+        self._generation = 0  # the watch's generation when this connection was opened
         self._conn: psycopg.Connection[Any] | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -107,6 +121,7 @@ class PostgresNotifier:
         """
         if self._polling:
             return
+        generation = 0 if self._watch is None else self._watch.generation
         conn = StoreConnection.connect(self._conninfo, **self._kwargs)
         try:
             shared = leads_to_pooling_proxy(conn)
@@ -120,6 +135,7 @@ class PostgresNotifier:
             self._polling = True
             return
         self._conn = conn
+        self._generation = generation
         self._last_activity = time.monotonic()
 
     def stop_listening(self) -> None:
@@ -159,6 +175,9 @@ class PostgresNotifier:
             return False
         if not self.connected:
             return self._reconnect(timeout)
+        if self._watch is not None and self._watch.generation != self._generation:
+            self._drop(psycopg.OperationalError("the primary moved"))
+            return self._reconnect(timeout)
         try:
             return self._wait_connected(max(0.0, timeout))
         except psycopg.Error as exc:
@@ -175,6 +194,10 @@ class PostgresNotifier:
         if time.monotonic() - self._last_activity > PING_INTERVAL:
             notified = _ping(conn, PING_TIMEOUT)
             self._last_activity = time.monotonic()
+            if _read_only(conn):
+                # Its NOTIFYs come from the primary: this server was demoted, or is a
+                # standby a multi-host DSN without target_session_attrs led to.
+                raise psycopg.OperationalError("the listener's server is read-only")
             if notified or self._collect(conn):
                 self._lendable = True
                 return True
@@ -308,6 +331,16 @@ class PostgresNotifier:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _read_only(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn``'s server says (in the settings it reports, PostgreSQL 14 and
+    later) that it is a standby or starts every transaction read-only."""
+    info = conn.info
+    return "on" in (
+        info.parameter_status("in_hot_standby"),
+        info.parameter_status("default_transaction_read_only"),
+    )
 
 
 def _ping(conn: psycopg.Connection[Any], timeout: float) -> bool:

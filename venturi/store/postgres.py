@@ -51,6 +51,7 @@ from venturi.store.connections import (
 )
 from venturi.store.dsn import Dsn
 from venturi.store.enqueueing import Enqueuer
+from venturi.store.failover import DatabaseServer, write_session_keywords
 from venturi.store.hooks import Settled, StoreHooks
 from venturi.store.ids import new_id, new_ids
 from venturi.store.notifier import PostgresNotifier
@@ -150,9 +151,9 @@ class PostgresStore:
         prepared = check_preparation(prepared_statements)
         target = Dsn.parse(dsn)
         name = f"venturi-{prefix.name}"
-        pool = new_pool(
-            target, target.connect_kwargs(), size, pool_timeout, name, prepared=prepared
-        )
+        # A DSN of several hosts reaches the one that takes writes (`venturi.store.failover`).
+        kwargs = {**target.connect_kwargs(), **write_session_keywords(dict(target.params))}
+        pool = new_pool(target, kwargs, size, pool_timeout, name, prepared=prepared)
         connections = Connections(pool, owned=True, target=target)
         store = cls(connections, prefix, **options)  # may refuse an option
         open_owned(pool)  # only now, so a refused option leaves no pool running
@@ -214,7 +215,10 @@ class PostgresStore:
 
     def with_prefix(self, prefix: Prefix) -> PostgresStore:
         """A store on the same connections under another prefix; closing it leaves them."""
-        borrowed = Connections(self.connections.source, owned=False, target=self.connections.target)
+        connections = self.connections
+        borrowed = Connections(
+            connections.source, owned=False, target=connections.target, watch=connections.watch
+        )
         return PostgresStore(
             borrowed,
             prefix,
@@ -255,6 +259,13 @@ class PostgresStore:
             execute(conn, self._statement("now"))
             return conn.info.parameter_status("server_version") or "?"
 
+    def server(self) -> DatabaseServer:
+        """The server the store's connections are on (host and port as libpq reached
+        them) and whether it takes writes: False on a standby or a primary demoted in
+        place, where every claim, settlement and enqueue would be refused."""
+        with self.connection() as conn:
+            return DatabaseServer.of(conn)
+
     def now(self) -> datetime:
         """The database's clock."""
         value: datetime = self._run("now")[0][0]
@@ -279,9 +290,11 @@ class PostgresStore:
         target = self.connections.target
         if self.listen is not None:
             target = self.listen
-            merged = {**target.connect_kwargs(), **kwargs}
+            writing = write_session_keywords(dict(target.params))
+            merged = {**target.connect_kwargs(), **writing, **kwargs}
             kwargs = {k: v for k, v in merged.items() if k not in target.params}
-        return PostgresNotifier(target.text, kwargs, self.prefix, finished=finished)
+        watch = self.connections.watch
+        return PostgresNotifier(target.text, kwargs, self.prefix, finished=finished, watch=watch)
 
     def notify(self, payload: str) -> None:
         """A notification on the prefix's channel (the listener's self-probe)."""
@@ -688,6 +701,11 @@ class PostgresStore:
         if not leases:
             return BatchOutcome()
         return BatchOutcome.from_rows(self._run("extend_lease", lease_params(leases)))
+
+    def claimed_by(self, worker: str) -> list[JobRecord]:
+        """The jobs claimed now under ``worker``'s name (those its worker holds, and any
+        whose claim's answer it never received), by id."""
+        return [JobRecord.from_row(r) for r in self._run("claimed_by", {"worker": worker})]
 
     def find_stale(self, limit: int = 100) -> list[JobRecord]:
         """Claimed jobs whose lease has expired (their worker crashed or froze)."""

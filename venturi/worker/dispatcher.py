@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from typing import Final
 
 import attrs
@@ -16,6 +18,7 @@ from venturi.models import JobRecord
 from venturi.store import retrying
 from venturi.store.notifier import PostgresNotifier
 from venturi.store.postgres import PostgresStore
+from venturi.worker.execution import job_extra
 from venturi.worker.held import HeldJob, HeldJobs
 from venturi.worker.prefetch import Prefetch
 
@@ -41,6 +44,12 @@ class Dispatcher:
     with slots free and nothing claimable it blocks on the notifier until a NOTIFY, the
     next job's visibility time or ``poll_interval``, whichever comes first. A notifier
     that reconnected returns at once, so a claim pass follows every reconnect.
+
+    A claim whose answer was lost (the connection broke, the server shut down while
+    its commit waited for a synchronous standby) may have committed: its jobs are then
+    claimed under this worker's name and held by nobody. After such a claim, the next
+    claim pass that succeeds looks them up and adopts them (`adopt_unknown_claims`), so
+    they run now rather than wait out their lease.
     """
 
     store: PostgresStore = attrs.field(kw_only=False)
@@ -60,6 +69,12 @@ class Dispatcher:
     _busy: int = attrs.field(init=False, default=0)
     _slot_freed: threading.Event = attrs.field(init=False, factory=threading.Event)
     _probed: bool = attrs.field(init=False, default=False)
+    # A claim's answer was lost: jobs may be claimed in this worker's name that it does
+    # not hold (set from any thread that claims; cleared by the dispatcher's thread).
+    _unsure: bool = attrs.field(init=False, default=False)
+    # Claims outside a claim pass (`claiming_outside`) running now, and started so far.
+    _outside: int = attrs.field(init=False, default=0)
+    _outside_started: int = attrs.field(init=False, default=0)
 
     def run(self) -> None:
         """The dispatcher thread's body: until ``stopping`` is set. A fatal database
@@ -70,10 +85,13 @@ class Dispatcher:
         while not self._stopping.is_set():
             try:
                 asked, got = self.claim_pass()
+                if self._unsure:
+                    got += self.adopt_unknown_claims()
                 failures = 0
             except Exception as exc:
                 if retrying.classify(exc) is retrying.ErrorClass.FATAL:
                     raise
+                self.claim_failed(exc)
                 failures += 1
                 if failures == 1 and retrying.outcome_unknown(exc):
                     # A connection lost (after a restart, one another thread held while
@@ -111,6 +129,60 @@ class Dispatcher:
         """A claimed job finished running after ``ran_for`` seconds and its slot went
         straight to the next job of its kind (`venturi.worker.passing`): none is free."""
         self.prefetch.observe_run(ran_for)
+
+    def claim_failed(self, exc: BaseException) -> None:
+        """A claim (of a pass, or outside one) raised ``exc``: if it may have committed,
+        look for jobs claimed in this worker's name that it does not hold, after the next
+        claim pass that succeeds."""
+        if retrying.outcome_unknown(exc):
+            self._unsure = True
+            self.notifier.wake()
+
+    @contextlib.contextmanager
+    def claiming_outside(self) -> Iterator[None]:
+        """Around a claim outside a claim pass (a place passed on), from its statement
+        until its job is held: `adopt_unknown_claims` must not take that job, claimed in
+        this worker's name and not held yet, for one whose claim's answer was lost."""
+        with self._lock:
+            self._outside += 1
+            self._outside_started += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._outside -= 1
+
+    def adopt_unknown_claims(self) -> int:
+        """Hold and queue the jobs claimed in this worker's name that it does not hold
+        (claims whose answer was lost); returns how many. Tried again after the next
+        claim pass while a claim outside a pass was running meanwhile.
+
+        The runs held are read before the claimed jobs: a run settled in between is held
+        in the first reading or no longer claimed in the second, never taken for unknown;
+        nor is a run let go (its settlement could not be written) that awaits the reaper."""
+        with self._lock:
+            if self._outside:
+                return 0
+            started = self._outside_started
+            known = self.held.known()
+        claimed = self.store.claimed_by(self.name)
+        with self._lock:
+            if self._outside or self._outside_started != started:
+                return 0
+            unknown = [job for job in claimed if (job.id, job.run_count) not in known]
+            self._busy += len(unknown)
+            self._unsure = False
+        for job in unknown:
+            logger.warning(
+                "job %s (%s) run %d was claimed for this worker by a claim whose answer "
+                "was lost; running it",
+                job.id,
+                job.kind,
+                job.run_count,
+                extra=job_extra(job),
+            )
+            self._ready.put(self.held.hold(job))
+        return len(unknown)
 
     def free_slots(self) -> int:
         """Slots no claimed job holds now."""

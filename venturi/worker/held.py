@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import attrs
 from ulid import ULID
@@ -15,6 +16,10 @@ from venturi.context import JobContext
 from venturi.models import JobRecord
 from venturi.registry import JobDefinition
 from venturi.settlements import Claim
+
+# How many runs let go (`HeldJobs.let_go`) are remembered: more than a worker could let
+# go within a lease, after which the reaper has taken each back.
+LET_GO_REMEMBERED: Final = 10_000
 
 
 @attrs.define(eq=False)
@@ -57,6 +62,11 @@ class HeldJobs:
         self._parents = parents
         self._lock = threading.Lock()
         self._jobs: dict[ULID, HeldJob] = {}
+        # (job id, run) of runs let go, still claimed in the database until their lease
+        # lapses: never to be taken for claims whose answer was lost.
+        self._let_go: collections.deque[tuple[ULID, int]] = collections.deque(
+            maxlen=LET_GO_REMEMBERED
+        )
 
     def hold(self, job: JobRecord) -> HeldJob:
         """Hold the claimed ``job`` as one of this worker's runs."""
@@ -77,6 +87,19 @@ class HeldJobs:
         with self._lock:
             if self._jobs.get(held.job.id) is held:
                 del self._jobs[held.job.id]
+
+    def let_go(self, held: HeldJob) -> None:
+        """Stop holding a run whose settlement could not be written; it stays claimed
+        until its lease lapses, and `known` still counts it."""
+        with self._lock:
+            if self._jobs.get(held.job.id) is held:
+                del self._jobs[held.job.id]
+            self._let_go.append((held.job.id, held.job.run_count))
+
+    def known(self) -> set[tuple[ULID, int]]:
+        """(job id, run) of every run held now or let go (recently)."""
+        with self._lock:
+            return {(h.job.id, h.job.run_count) for h in self._jobs.values()} | set(self._let_go)
 
     def snapshot(self) -> list[HeldJob]:
         with self._lock:

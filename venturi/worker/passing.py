@@ -69,6 +69,10 @@ class PlacePassing:
     def finish(self, held: HeldJob, settlement: Settlement, ran_for: float) -> HeldJob | None:
         """Complete ``held`` (which ran for ``ran_for`` seconds) and return the kind's
         next job, claimed in the same transaction, or None. Never raises."""
+        with self.dispatcher.claiming_outside():
+            return self._finish(held, settlement, ran_for)
+
+    def _finish(self, held: HeldJob, settlement: Settlement, ran_for: float) -> HeldJob | None:
         kind = held.job.kind
         dispatcher = self.dispatcher
         lease, floor = dispatcher.leases[kind], dispatcher.priority_floor
@@ -79,6 +83,7 @@ class PlacePassing:
                 held.claim, settlement, kind, lease, floor
             )
         except Exception as exc:
+            dispatcher.claim_failed(exc)  # the next job may be claimed all the same
             logger.warning(
                 "could not complete job %s and claim the next %s job at once (%s); "
                 "completing it alone",

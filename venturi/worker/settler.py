@@ -128,7 +128,7 @@ class Settler:
             if retrying.classify(exc) is retrying.ErrorClass.FATAL:
                 self.on_fatal(exc)
         finally:
-            self.held.remove(held)
+            self.held.let_go(held)
 
     def stop(self, timeout: float | None) -> None:
         """Flush what was submitted, then end the thread (give up retrying at timeout).
