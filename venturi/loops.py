@@ -23,7 +23,8 @@ class IntervalLoop:
     The loop only times, stops and logs: a failing step is logged (a passing database
     error briefly, anything else with its traceback) and tried again after a backoff
     capped at ``backoff_cap``. A fatal database error ends `run` by raising it, for the
-    supervisor to stop the worker. `stop` interrupts the wait at once.
+    supervisor to stop the worker. `stop` interrupts the wait at once (and a step under
+    way through ``on_stop``).
 
     ``paced``: the first step runs at once, and each step returns the seconds to wait
     before the next (at most ``interval``).
@@ -40,6 +41,8 @@ class IntervalLoop:
     backoff_cap: float = attrs.field(default=30.0, kw_only=True)
     paced: bool = attrs.field(default=False, kw_only=True)
     sound: Callable[[], bool] = attrs.field(default=lambda: True, kw_only=True)
+    # Called by `stop`, to interrupt a step that may take long (a VACUUM under way).
+    on_stop: Callable[[], None] = attrs.field(default=lambda: None, kw_only=True)
     backoff: retrying.RetryDelays = attrs.field(init=False)
     _stop: threading.Event = attrs.field(init=False, factory=threading.Event)
     _failing: int = attrs.field(init=False, default=0)
@@ -73,3 +76,4 @@ class IntervalLoop:
 
     def stop(self) -> None:
         self._stop.set()
+        self.on_stop()

@@ -259,3 +259,54 @@ def test_a_broken_ceiling_drain_is_reported(
     _sabotage(bench, body, trigger + " EXECUTE FUNCTION {sabotage}()")
     with pytest.raises(BenchFailure, match=complaint):
         ceilings.drain(1, batch)
+
+
+# -- sustained load ------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(180)
+def test_a_duplicated_execution_fails_the_sustained_rounds_ledger(phantom: VenturiBench) -> None:
+    with pytest.raises(BenchFailure, match=r"jobs \[0\] ran more than once"):
+        phantom.sustain("sustained.c16")
+
+
+@pytest.mark.timeout(180)
+def test_a_journal_row_written_twice_fails_the_sustained_rounds_check(bench: VenturiBench) -> None:
+    _sabotage(
+        bench,
+        "INSERT INTO {journal} (job_id, kind, run_no, outcome)"
+        " VALUES (NEW.job_id, NEW.kind, NEW.run_no, NEW.outcome); RETURN NULL;",
+        "CREATE TRIGGER doubled AFTER INSERT ON {journal} FOR EACH ROW"
+        " WHEN (pg_trigger_depth() = 0) EXECUTE FUNCTION {sabotage}()",
+    )
+    with pytest.raises(BenchFailure, match=f"journal rows {2 * JOBS} \\({JOBS} jobs\\)"):
+        bench.sustain("sustained.c16")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    ("staged", "complaint"),
+    [
+        (
+            "UPDATE {jobs} SET run_count = 2 WHERE payload ->> 'n' = '3'",
+            f"{2 * JOBS - 1} completed on a first claim, 0 unfinished",
+        ),
+        (
+            "INSERT INTO {jobs} (id, kind, payload) VALUES (gen_random_uuid(), 'other', '{{}}')",
+            f"{2 * JOBS} completed on a first claim, 1 unfinished",
+        ),
+        (
+            "DELETE FROM {journal} WHERE id = (SELECT min(id) FROM {journal})",
+            f"{2 * JOBS} completed on a first claim, 0 unfinished, journal rows {2 * JOBS - 1}",
+        ),
+    ],
+    ids=["completed_on_a_second_claim", "a_row_left_pending", "a_missing_journal_row"],
+)
+def test_the_next_sustained_round_checks_every_earlier_rounds_jobs(
+    bench: VenturiBench, staged: LiteralString, complaint: str
+) -> None:
+    first = bench.sustain("sustained.c16")
+    assert first["sustained.c16.of_first.ratio"] == 1.0
+    bench.conn.execute(compose(staged, bench.prefix))
+    with pytest.raises(BenchFailure, match=f"wanted {2 * JOBS} jobs completed once: {complaint}"):
+        bench.sustain("sustained.c16")

@@ -229,3 +229,23 @@ def test_the_longest_prefix_migrates_with_no_name_truncated(
         assert max(len(n) for n in expected) == 63
     finally:
         drop_prefix(database_dsn, name)
+
+
+def test_the_jobs_table_and_journal_carry_autovacuum_settings_by_row_count(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    with psycopg.connect(database_dsn) as conn:
+        options: dict[str, list[str]] = dict(
+            conn.execute(
+                "SELECT relname, reloptions FROM pg_class WHERE oid = ANY(%s::regclass[])",
+                ([store.prefix.jobs, store.prefix.table("journal")],),
+            ).fetchall()
+        )
+    jobs = options[store.prefix.jobs]
+    assert "autovacuum_vacuum_scale_factor=0" in jobs
+    assert "autovacuum_vacuum_threshold=10000" in jobs
+    assert "autovacuum_vacuum_cost_delay=0" in jobs
+    assert "fillfactor=70" in jobs
+    journal = options[store.prefix.table("journal")]
+    assert "autovacuum_vacuum_scale_factor=0" in journal
+    assert "autovacuum_vacuum_cost_delay=0" in journal

@@ -71,6 +71,8 @@ NOT_HOOKED: dict[str, str] = {
             "leave_worker",
             "notify",
             "advance_clock",
+            "dead_rows",
+            "vacuum_jobs",
         ],
         "schema, housekeeping and control rows: no job written, no run settled",
     ),

@@ -39,6 +39,7 @@ WORKLOADS = (
     "limited",
     "transactional",
     "prune",
+    "sustained",
     "rss",
     "cpu",
 )
@@ -70,6 +71,7 @@ def _groups(
     limited: tuple[VenturiBench, ...] = (),
     cpu_loops: int = 0,
     transactional: VenturiBench | None = None,
+    sustained: tuple[VenturiBench, VenturiBench] | None = None,
 ) -> list[list[Step]]:
     """Each group's steps are measured back to back in one round (venturi beside its
     ceilings, and beside itself with prepared statements off); rounds reverse the order
@@ -133,6 +135,14 @@ def _groups(
             groups.append(steps)
     if "prune" in workloads:
         groups.append([PruneBench(main).round])
+    if sustained is not None:
+        vacuuming, unvacuumed = sustained
+        groups.append(
+            [
+                functools.partial(vacuuming.sustain, "sustained.c16"),
+                functools.partial(unvacuumed.sustain, "sustained.autovacuum.c16"),
+            ]
+        )
     if "rss" in workloads:
         groups.append([functools.partial(_only, "rss.", drive, main, 1, 16, s.rss_jobs)])
     for count in processes:
@@ -235,6 +245,14 @@ def run(
         if "transactional" in workloads:
             transactional = VenturiBench(settings, "x", transactional=True)
             cleanup.callback(transactional.close)
+        sustained: tuple[VenturiBench, VenturiBench] | None = None
+        if "sustained" in workloads:
+            sustained = (
+                VenturiBench(settings, "sv"),
+                VenturiBench(settings, "sa", vacuum=False),
+            )
+            for bench in sustained:
+                cleanup.callback(bench.close)
         groups = _groups(
             workloads,
             processes,
@@ -245,6 +263,7 @@ def run(
             limited=limited,
             cpu_loops=cpu_loops,
             transactional=transactional,
+            sustained=sustained,
         )
         for index in range(settings.rounds):
             say(f"round {index + 1} of {settings.rounds}")
@@ -342,7 +361,9 @@ def bench_command(
     (every claim takes the limited path) and of one limited to 3 with 10 ms jobs (against
     the 300 jobs/s its places allow), a transactional kind's drain at concurrency 1 and 16
     (each completion in the run's own transaction), drain c16 beside the retention's prune
-    of finished rows, a concurrency-16 worker process's peak RSS, and CPU-bound jobs
+    of finished rows, sustained load (each round drains --jobs more jobs at concurrency 16
+    into the same table, nothing deleted, with workers that vacuum it and with autovacuum
+    alone; run with --rounds 20), a concurrency-16 worker process's peak RSS, and CPU-bound jobs
     (--cpu-ms of pure Python each) drained by 1 and 2 worker processes (or --processes).
     --compare-unprepared adds each of enqueue, enqueue-many, drain and the limited kind
     with 10 ms jobs again with server-side prepared statements off. Every job is checked to

@@ -46,6 +46,12 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("CPU-bound jobs, 4 worker processes", "cpu.4p", "cpu.1p", None),
     ("CPU-bound work, 2 plain processes", "cpu.ceiling.2p", "cpu.ceiling.1p", None),
     ("CPU-bound work, 4 plain processes", "cpu.ceiling.4p", "cpu.ceiling.1p", None),
+    (
+        "sustained drain c16, workers vacuum",
+        "sustained.c16",
+        "sustained.autovacuum.c16",
+        None,
+    ),
     ("drain c1, transactional completion", "transactional.c1", "drain.c1", None),
     ("drain c16, transactional completion", "transactional.c16", "drain.c16", None),
 )
@@ -83,6 +89,7 @@ CEILING_LABELS = {
     "ceiling.copy": "raw binary COPY",
     "drain.c16": "venturi drain c16, empty table",
     "prune.alone.c16": "the same drain, no prune",
+    "sustained.autovacuum.c16": "the same rounds, autovacuum alone",
     "processes.1.c16": "1 worker process",
     "cpu.1p": "1 worker process",
     "cpu.ceiling.1p": "the same work, 1 plain process",
@@ -105,6 +112,8 @@ def unit_of(key: str) -> str:
         return "x"
     if key.endswith(".wal_bytes_per_job"):
         return "WAL bytes/job"
+    if key.endswith(".dead_rows"):
+        return "dead row versions"
     if key.endswith(".jobs_per_commit"):
         return "jobs/writing transaction"
     return "jobs/s"

@@ -31,6 +31,7 @@ from venturi.bench.support import (
 from venturi.client import Queue
 from venturi.events import WorkerEvents
 from venturi.models import JobRecord, NewJob, Outcome
+from venturi.prefix import Prefix
 from venturi.settlements import Settlement
 from venturi.store.connections import Preparation
 from venturi.worker.runtime import Worker
@@ -81,8 +82,13 @@ class VenturiBench:
         concurrency_limit: int | None = None,
         transactional: bool = False,
         job_seconds: float = 0.0,
+        vacuum: bool = True,
     ) -> None:
         self.settings = settings
+        self.vacuum = vacuum
+        # Jobs every `sustain` round so far drained (and left in the table).
+        self.sustained = 0
+        self._first_rate: float | None = None
         self.prefix = new_prefix(label)
         self.ledger = Ledger()
         self.backlog = 0
@@ -182,6 +188,53 @@ class VenturiBench:
         finally:
             worker.stop(timeout=30)
 
+    def sustain(self, key: str) -> dict[str, float]:
+        """One round of sustained load: drain ``jobs`` more jobs at concurrency 16 on top
+        of every earlier round's, nothing deleted in between (as a busy queue between two
+        prunes), so the dead row versions of every round so far stay until a vacuum
+        removes them. Returns the round's rate, that rate against the first round's
+        (``.of_first``), and the dead versions the server's statistics count after it."""
+        count = self.settings.jobs
+        self.ledger.reset(count)
+        elapsed = self.drain_timed(16, count, key)
+        self.sustained += count
+        self._verify_sustained(key)
+        rate = count / elapsed
+        first = self._first_rate = self._first_rate or rate
+        dead = fetch_one(
+            self.conn,
+            compose(
+                "SELECT coalesce(max(n_dead_tup), 0) FROM pg_stat_user_tables"
+                " WHERE relid = to_regclass(%s)",
+                self.prefix,
+            ),
+            (Prefix(self.prefix).jobs,),
+        )[0]
+        return {key: rate, f"{key}.of_first.ratio": rate / first, f"{key}.dead_rows": dead}
+
+    def _verify_sustained(self, what: str) -> None:
+        """This round's jobs each ran once (the ledger); every round's completed on its
+        first claim and was journaled once; nothing left pending or claimed."""
+        self.ledger.check(self.settings.jobs, what)
+        completed, unfinished = fetch_one(
+            self.conn,
+            compose(
+                "SELECT count(*) FILTER (WHERE status = 'completed' AND run_count = 1),"
+                " count(*) FILTER (WHERE status IN ('pending', 'claimed')) FROM {jobs}",
+                self.prefix,
+            ),
+        )
+        rows, distinct = fetch_one(
+            self.conn,
+            compose("SELECT count(*), count(DISTINCT job_id) FROM {journal}", self.prefix),
+        )
+        if not completed == rows == distinct == self.sustained or unfinished:
+            raise BenchFailure(
+                f"{what}: wanted {self.sustained} jobs completed once: {completed} completed "
+                f"on a first claim, {unfinished} unfinished, journal rows {rows} "
+                f"({distinct} jobs)"
+            )
+
     def latency(self, concurrency: int = IN_PROCESS_LATENCY_CONCURRENCY) -> dict[str, float]:
         """The secondary latency figure: the worker in this process (``concurrency``
         handler threads, idle), one enqueue every ``latency_interval`` s; milliseconds
@@ -212,7 +265,9 @@ class VenturiBench:
         return committed
 
     def _started_worker(self, concurrency: int, events: WorkerEvents) -> Worker:
-        worker = self.queue.worker(concurrency=concurrency, events=events, poll_interval=5.0)
+        worker = self.queue.worker(
+            concurrency=concurrency, events=events, poll_interval=5.0, vacuum=self.vacuum
+        )
         worker.start()
         try:
             wait_for(lambda: worker.listening, 10.0, "the worker's LISTEN self-probe")

@@ -93,6 +93,13 @@ def worker_command(embedded: bool) -> click.Command:
         "queue's; completed and cancelled 1d, dead 7d). 'none' keeps every job.",
     )
     @click.option(
+        "--vacuum/--no-vacuum",
+        default=True,
+        show_default=True,
+        help="Vacuum the jobs table between autovacuum's visits once enough dead rows "
+        "accumulate; --no-vacuum leaves it to autovacuum alone.",
+    )
+    @click.option(
         "--processes",
         type=click.IntRange(1, 256),
         help="Run N worker processes under one supervisor, each a fresh interpreter with "
@@ -189,6 +196,7 @@ def _run_worker(
     poll_interval: float,
     name: str | None,
     retention: Retention | Literal[False] | None,
+    vacuum: bool,
     metrics_port: int | None,
     metrics_addr: str,
     stop_timeout: float,
@@ -209,6 +217,7 @@ def _run_worker(
         priority_floor=priority_floor,
         name=name,
         poll_interval=poll_interval,
+        vacuum=vacuum,
         **options,
     )
     if child is not None:

@@ -235,6 +235,18 @@ class Connections:
         with self.connection() as own:
             return execute(own, statement, params)
 
+    @contextmanager
+    def dedicated(self) -> Iterator[psycopg.Connection[Any]]:
+        """An autocommit connection of its own, closed after, for one long statement (a
+        VACUUM) that must hold no connection the pool's users wait for. Errors become
+        venturi's, as `connection`'s do."""
+        self.check_process()
+        try:
+            with psycopg.connect(self.target.text, **self.keywords(), autocommit=True) as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise retrying.store_error(exc) from exc
+
     def keywords(self) -> dict[str, Any]:
         """The pool's connect keywords (less autocommit), resolving callables, so that side
         connections match the pool's."""

@@ -80,6 +80,18 @@ _KEY_TAKEN_ATTEMPTS: Final = 5
 # Waiting out a row another session holds locked (a one-run settlement, a transactional
 # completion): the statements skip locked rows, so they never deadlock.
 BUSY_BACKOFF: Final = retrying.RetryDelays(base=0.01, cap=0.5)
+
+
+@attrs.frozen
+class DeadRows:
+    """The jobs table's row versions as the server's statistics count them: ``dead``
+    ones wait for a vacuum; ``vacuumable``: this session's role may vacuum the table."""
+
+    dead: int
+    live: int
+    vacuumable: bool
+
+
 # After each batch a prune rests this many times as long as the batch took, so it takes
 # at most a fifth of what it competes with workers for (`venturi bench --workload prune`:
 # with a rest of 2 a c16 drain kept 0.82x of its throughput, median of 5 rounds).
@@ -710,6 +722,26 @@ class PostgresStore:
     def find_stale(self, limit: int = 100) -> list[JobRecord]:
         """Claimed jobs whose lease has expired (their worker crashed or froze)."""
         return [JobRecord.from_row(r) for r in self._run("find_stale", {"limit": limit})]
+
+    # -- table upkeep -------------------------------------------------------------------
+
+    def dead_rows(self) -> DeadRows | None:
+        """The jobs table's dead and live row versions by the server's statistics, and
+        whether this session may vacuum it; None before the table exists."""
+        rows = self._run("dead_rows", {"table": self.prefix.jobs})
+        return DeadRows(*rows[0]) if rows else None
+
+    def vacuum_jobs(self, opened: Callable[[psycopg.Connection[Any] | None], None]) -> None:
+        """VACUUM the jobs table now, on a connection of its own (on a large table it can
+        take minutes), returning at once if another vacuum of it runs. ``opened`` is
+        given that connection before the VACUUM starts (so that another thread may cancel
+        it) and None once it is closed."""
+        with self.connections.dedicated() as conn:
+            opened(conn)
+            try:
+                execute(conn, self._statement("vacuum_jobs"), prepare=False)
+            finally:
+                opened(None)
 
     # -- flow control -----------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from venturi.worker.reaper import Reaper
 from venturi.worker.settler import Settler
 from venturi.worker.supervision import Supervisor, join_by, run_hooks, stop_signals
 from venturi.worker.transactional import Transactions
+from venturi.worker.vacuuming import JobsTableVacuum
 
 logger = logging.getLogger("venturi.worker")
 
@@ -95,7 +96,8 @@ class Worker:
     ``completion_batch`` (settlements per statement). ``schedules`` are fired and
     ``retention`` pruned by every worker together (`venturi.schedules.scheduler`).
     ``stop_hooks`` are called once when the worker has stopped (e.g. to close its
-    metrics server).
+    metrics server). ``vacuum``: vacuum the jobs table between autovacuum's visits
+    (`venturi.worker.vacuuming`; False leaves it to autovacuum alone).
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class Worker:
         schedules: Sequence[Schedule] = (),
         retention: Retention | None = None,
         stop_hooks: Sequence[Callable[[], None]] = (),
+        vacuum: bool = True,
     ) -> None:
         check_options(
             concurrency=concurrency,
@@ -141,6 +144,7 @@ class Worker:
         self.owner_pid = os.getpid() if owner_pid is None else owner_pid
         self.schedules, self.retention = list(schedules), retention
         self.stop_hooks = list(stop_hooks)
+        self.vacuum = vacuum
         self._completion_batch = completion_batch
         self._state = _State.NEW
         self._lock = threading.Lock()
@@ -250,6 +254,7 @@ class Worker:
             IntervalLoop(
                 "venturi-flow", functools.partial(flow.refresh, side), REFRESH_INTERVAL, logger
             ),
+            *([JobsTableVacuum(side).loop()] if self.vacuum else []),
             *scheduling_loops(
                 self.store,
                 side,
