@@ -90,6 +90,19 @@ def phantom(bench: VenturiBench) -> VenturiBench:
     return bench
 
 
+@pytest.fixture
+def doubled_journal(bench: VenturiBench) -> VenturiBench:
+    """Every journal row a settlement writes is written twice."""
+    _sabotage(
+        bench,
+        "INSERT INTO {journal} (job_id, kind, run_no, outcome)"
+        " VALUES (NEW.job_id, NEW.kind, NEW.run_no, NEW.outcome); RETURN NULL;",
+        "CREATE TRIGGER doubled AFTER INSERT ON {journal} FOR EACH ROW"
+        " WHEN (pg_trigger_depth() = 0) EXECUTE FUNCTION {sabotage}()",
+    )
+    return bench
+
+
 # -- venturi's workloads -----------------------------------------------------------------
 
 
@@ -132,17 +145,10 @@ def test_a_duplicated_execution_fails_the_worker_processes_run_count(
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("workload", ["drain", "latency", "processes", "deployed_latency"])
 def test_a_journal_row_written_twice_during_a_round_fails_verify(
-    bench: VenturiBench, workload: str
+    doubled_journal: VenturiBench, workload: str
 ) -> None:
-    _sabotage(
-        bench,
-        "INSERT INTO {journal} (job_id, kind, run_no, outcome)"
-        " VALUES (NEW.job_id, NEW.kind, NEW.run_no, NEW.outcome); RETURN NULL;",
-        "CREATE TRIGGER doubled AFTER INSERT ON {journal} FOR EACH ROW"
-        " WHEN (pg_trigger_depth() = 0) EXECUTE FUNCTION {sabotage}()",
-    )
     with pytest.raises(BenchFailure, match=f"journal rows {2 * JOBS}, distinct jobs {JOBS}"):
-        _round(bench, workload)(4)
+        _round(doubled_journal, workload)(4)
 
 
 def _drained(bench: VenturiBench) -> VenturiBench:
@@ -271,16 +277,11 @@ def test_a_duplicated_execution_fails_the_sustained_rounds_ledger(phantom: Ventu
 
 
 @pytest.mark.timeout(180)
-def test_a_journal_row_written_twice_fails_the_sustained_rounds_check(bench: VenturiBench) -> None:
-    _sabotage(
-        bench,
-        "INSERT INTO {journal} (job_id, kind, run_no, outcome)"
-        " VALUES (NEW.job_id, NEW.kind, NEW.run_no, NEW.outcome); RETURN NULL;",
-        "CREATE TRIGGER doubled AFTER INSERT ON {journal} FOR EACH ROW"
-        " WHEN (pg_trigger_depth() = 0) EXECUTE FUNCTION {sabotage}()",
-    )
+def test_a_journal_row_written_twice_fails_the_sustained_rounds_check(
+    doubled_journal: VenturiBench,
+) -> None:
     with pytest.raises(BenchFailure, match=f"journal rows {2 * JOBS} \\({JOBS} jobs\\)"):
-        bench.sustain("sustained.c16")
+        doubled_journal.sustain("sustained.c16")
 
 
 @pytest.mark.timeout(180)
