@@ -89,7 +89,8 @@ def test_a_vacuum_runs_once_enough_dead_versions_accumulated(
     _kill_versions(probe, store, DUE)
     assert vacuum.step() == vacuuming.BUSY_LOOK
     assert _vacuums(probe, store.prefix.jobs) == 1
-    assert _dead(store) < vacuuming.DEAD_ROWS
+    # What it removed depends on every snapshot open on the server (the suite shares it),
+    # so that is left to the test that holds one itself.
 
 
 def test_fewer_dead_versions_are_left_to_autovacuum(store: PostgresStore, probe: Probe) -> None:
@@ -114,11 +115,19 @@ def test_versions_an_open_snapshot_keeps_are_not_vacuumed_again_and_again(
         for _ in range(3):
             vacuum.step()
         assert _vacuums(probe, store.prefix.jobs) == 1
-    # Released: the next versions make a vacuum due again, and it removes them all.
-    _kill_versions(probe, store, DUE)
-    vacuum.step()
-    assert _vacuums(probe, store.prefix.jobs) == 2
-    assert _dead(store) < vacuuming.DEAD_ROWS
+    # Released: the next versions make a vacuum due again, and it removes them all (once
+    # no other session's snapshot, on a server other tests share, still needs them).
+    rounds = 0
+
+    def vacuumed_clean() -> bool:
+        nonlocal rounds
+        rounds += 1
+        _kill_versions(probe, store, DUE)
+        vacuum.step()
+        assert _vacuums(probe, store.prefix.jobs) == 1 + rounds
+        return _dead(store) < vacuuming.DEAD_ROWS
+
+    wait_until(vacuumed_clean, interval=0.2, what="a vacuum that removes the released versions")
 
 
 @pytest.fixture
