@@ -33,11 +33,23 @@ def admin(own_server: ThrowawayServer) -> Iterator[psycopg.Connection[Any]]:
 
 
 def read_only(conn: psycopg.Connection[Any], on: bool) -> None:
+    """Makes the server read-only (or writable again) and returns once it has taken the
+    setting: `pg_reload_conf()` only asks the postmaster to reload, and a session it has
+    not yet signalled would still take a write. A new session sees the postmaster's own
+    settings, and the postmaster signals every session before it accepts another."""
     if on:
         conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
     else:
         conn.execute("ALTER SYSTEM RESET default_transaction_read_only")
     conn.execute("SELECT pg_reload_conf()")
+    wanted = "on" if on else "off"
+
+    def taken() -> bool:
+        with psycopg.connect(conn.info.dsn, autocommit=True) as fresh:
+            row = fresh.execute("SHOW default_transaction_read_only").fetchone()
+        return row is not None and row[0] == wanted
+
+    wait_until(taken, 30, 0.01, "the server to take the setting")
 
 
 @pytest.mark.slow
