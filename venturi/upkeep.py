@@ -142,6 +142,6 @@ def _duration(seconds: float) -> str:
     whole = int(seconds)
     if whole < 120:
         return f"{whole} s"
-    if whole < 7200:
+    if whole < 3600:
         return f"{whole // 60} min {whole % 60} s"
     return f"{whole // 3600} h {whole % 3600 // 60} min"
