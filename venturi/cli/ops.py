@@ -296,7 +296,7 @@ def healthcheck(  # noqa: PLR0917 (one parameter per option)
     --worker-metrics, each worker's endpoint must answer and report it has not stopped
     itself, and that its connections are on a server that takes writes (it names which).
 
-    Last, whether VACUUM can clean the jobs table: a WARN line names each session, slot
+    Then whether VACUUM can clean the jobs table: a WARN line names each session, slot
     or prepared transaction that held back the xmin horizon past --horizon-after, and
     dead row versions piling up past --dead-rows, each with its fix. Still exit 0: the
     cause lies outside the queue, and restarting workers would not remove it; --strict
@@ -312,12 +312,12 @@ def healthcheck(  # noqa: PLR0917 (one parameter per option)
         ("read-write server", lambda: _check_primary(queue)),
         ("schema current", lambda: _check_schema(queue)),
         ("listen/notify", lambda: _check_notify(queue, timeout)),
+        ("vacuum", lambda: _check_vacuum(queue, held_after, dead_rows)),
     ]
     checks += [
         ("worker", lambda url=url: _check_worker(url, timeout))  # type: ignore[misc]
         for url in worker_urls
     ]
-    checks.append(("vacuum", lambda: _check_vacuum(queue, held_after, dead_rows)))
     for label, check in checks:
         try:
             detail = check()
