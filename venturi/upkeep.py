@@ -57,13 +57,15 @@ class HorizonHolder:
         if self.kind == "slot":
             return f"replication slot {self.name!r} ({self.state}) holds it, {age} old"
         held = UNKNOWN if self.seconds is None else _duration(self.seconds)
+        # Names other sessions chose, quoted: control characters in them are escaped.
+        user = UNKNOWN if self.user is None else repr(self.user)
         if self.kind == "prepared":
-            return f"prepared transaction {self.name!r} (user {self.user}) held it for {held}"
+            return f"prepared transaction {self.name!r} (user {user}) held it for {held}"
         state = self.state or f"state {UNKNOWN}"
         app = UNKNOWN if self.application_name is None else repr(self.application_name)
         return (
-            f"session pid {self.name} (application_name {app}, user {self.user or UNKNOWN},"
-            f" {state}) held it for {held}, {age} old"
+            f"session pid {self.name} (application_name {app}, user {user}, {state}) held it"
+            f" for {held}, {age} old"
         )
 
     def fix(self) -> str:

@@ -28,9 +28,11 @@ def test_an_inactive_slot_always_warns_and_an_active_one_never() -> None:
 
 
 def test_causes_and_fixes_name_the_holder() -> None:
+    hostile = HorizonHolder("session", "7", "a\x1b[2Jb", "x\ny", "active", 1, 400.0, False)
+    assert "'a\\x1b[2Jb'" in hostile.cause() and "'x\\ny'" in hostile.cause()
     held = session(3725.0)
     assert held.cause() == (
-        "session pid 4242 (application_name 'reports', user app, idle in transaction) "
+        "session pid 4242 (application_name 'reports', user 'app', idle in transaction) "
         "held it for 1 h 2 min, 1,234 transactions old"
     )
     assert held.fix().endswith("SELECT pg_terminate_backend(4242)")
@@ -41,7 +43,7 @@ def test_causes_and_fixes_name_the_holder() -> None:
     )
     assert "pg_drop_replication_slot('standby_1')" in slot("inactive").fix()
     prepared = HorizonHolder("prepared", "it's", None, "app", "prepared", 5, 90.0, None)
-    assert prepared.cause() == 'prepared transaction "it\'s" (user app) held it for 90 s'
+    assert prepared.cause() == """prepared transaction "it's" (user 'app') held it for 90 s"""
     assert prepared.fix() == "COMMIT PREPARED or ROLLBACK PREPARED 'it''s'"
 
 
