@@ -272,9 +272,10 @@ class ServerCollector(Collector):
 class VacuumCollector(Collector):
     """What keeps VACUUM from cleaning the jobs table, from a `Queue.vacuum_health`
     reading at most ``max_age`` seconds old: how long the xmin horizon has been held
-    (``venturi_horizon_held_seconds``; a slot keeps no start time, so an old slot shows
-    in ``venturi_horizon_held_transactions`` only) and the jobs table's dead and live
-    row versions. Nothing is reported while the database does not answer."""
+    (``venturi_horizon_held_seconds``; a slot keeps no start time, so a slot shows in
+    ``venturi_horizon_held_transactions`` and ``venturi_horizon_inactive_slots``) and the
+    jobs table's dead and live row versions. Nothing is reported while the database
+    does not answer."""
 
     def __init__(
         self,
@@ -308,7 +309,13 @@ class VacuumCollector(Collector):
             "replication slot or a prepared transaction (0 when none).",
             value=0.0 if oldest is None else float(oldest.xmin_age),
         )
-        families: list[Metric] = [held, age]
+        slots = GaugeMetricFamily(
+            "venturi_horizon_inactive_slots",
+            "Replication slots holding back the xmin horizon that no standby uses: nothing "
+            "moves their xmin until the standby reconnects or the slot is dropped.",
+            value=float(health.inactive_slots),
+        )
+        families: list[Metric] = [held, age, slots]
         if health.dead is not None:
             families.append(
                 GaugeMetricFamily(

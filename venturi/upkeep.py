@@ -110,6 +110,11 @@ class VacuumHealth:
         """The longest any holder is known to have held the horizon (0 when none)."""
         return max((h.seconds for h in self.holders if h.seconds is not None), default=0.0)
 
+    @property
+    def inactive_slots(self) -> int:
+        """Replication slots holding the horizon that no standby uses."""
+        return sum(1 for h in self.holders if h.kind == "slot" and h.state == "inactive")
+
     def held(self, held_after: float = HELD_AFTER) -> list[HorizonHolder]:
         """The holders to warn about, oldest first."""
         return [h for h in self.holders if h.held_too_long(held_after)]

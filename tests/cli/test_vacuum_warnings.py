@@ -104,6 +104,7 @@ def test_metrics_report_a_held_horizon_and_the_jobs_table_s_rows(
         )
         samples = scrape(port)
         assert sample(samples, "venturi_horizon_held_transactions") >= 0
+        assert sample(samples, "venturi_horizon_inactive_slots") >= 0
         assert sample(samples, "venturi_jobs_dead_rows") >= 0
         assert sample(samples, "venturi_jobs_live_rows") >= 0
     finally:

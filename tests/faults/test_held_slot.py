@@ -1,6 +1,7 @@
 """A replication slot left behind by a standby that ran with hot_standby_feedback holds back
 the xmin horizon of every database, with nothing left to move it: the vacuum reading names
-the slot, and the warning says to reconnect the standby or drop the slot. A private
+the slot, the warning says to reconnect the standby or drop the slot, and the metrics
+count it. A private
 primary (its standby needs a replication connection the shared server's pg_hba refuses)."""
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ import contextlib
 import uuid
 
 import psycopg
+from prometheus_client import CollectorRegistry
 
 from tests.faults.server import ThrowawayServer
 from tests.scaling.standby import StandbyServer
 from tests.support import wait_until
+from venturi.metrics import VacuumCollector
 from venturi.prefix import Prefix
 from venturi.store.postgres import PostgresStore
 from venturi.upkeep import HorizonHolder
@@ -65,6 +68,11 @@ def test_an_inactive_slot_holding_the_horizon_is_named_with_its_fix(
         [line] = [w for w in store.vacuum_health(100).warnings() if repr(slot) in w]
         assert f"replication slot {slot!r} (inactive) holds it" in line
         assert f"pg_drop_replication_slot('{slot}')" in line
+        registry = CollectorRegistry()
+        registry.register(VacuumCollector(store, max_age=0))
+        assert (registry.get_sample_value("venturi_horizon_inactive_slots") or 0) >= 1
+        held = registry.get_sample_value("venturi_horizon_held_transactions")
+        assert held is not None and held >= found.xmin_age
     finally:
         if standby is not None:
             standby.destroy()

@@ -69,5 +69,6 @@ def test_dead_rows_warn_past_a_count_and_a_fifth_of_the_live_rows() -> None:
 def test_warnings_list_every_holder_past_the_threshold_oldest_first() -> None:
     reading = VacuumHealth(0, 0, None, (slot("inactive"), session(10.0), session(400.0)))
     assert reading.oldest == slot("inactive") and reading.held_seconds == 400.0
+    assert reading.inactive_slots == 1
     lines = reading.warnings(HELD_AFTER)
     assert len(lines) == 2 and "standby_1" in lines[0] and "6 min 40 s" in lines[1]
