@@ -39,6 +39,7 @@ from venturi.registry import JobFunction
 from venturi.schedules.retention import Retention
 from venturi.schedules.schedule import Schedule, ScheduleInfo
 from venturi.store.failover import DatabaseServer
+from venturi.upkeep import HorizonHolder, VacuumHealth
 from venturi.worker.runtime import Worker
 
 logging.getLogger("venturi").addHandler(logging.NullHandler())
@@ -52,6 +53,7 @@ __all__ = [
     "Fail",
     "ForkedError",
     "HistoryCursor",
+    "HorizonHolder",
     "InvalidJob",
     "InvalidPayload",
     "InvalidPrefix",
@@ -78,6 +80,7 @@ __all__ = [
     "StoreUnavailable",
     "UnknownJob",
     "UnknownKind",
+    "VacuumHealth",
     "VenturiError",
     "Worker",
     "WorkerEvents",

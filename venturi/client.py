@@ -67,6 +67,7 @@ from venturi.store.failover import DatabaseServer
 from venturi.store.hooks import StoreHook
 from venturi.store.postgres import DEFAULT_PREPARED_STATEMENTS, PostgresStore
 from venturi.store.reads import ReadStore, open_read_store
+from venturi.upkeep import VacuumHealth
 from venturi.waiting import Waiters
 from venturi.worker.draining import drain
 from venturi.worker.runtime import Worker
@@ -618,6 +619,13 @@ class Queue:
         failover it names the new primary once the pool has moved there; False means
         workers can neither claim nor settle, nor producers enqueue, on that server."""
         return self.store.server()
+
+    def vacuum_health(self) -> VacuumHealth:
+        """What keeps VACUUM from cleaning the jobs table, read on the queue's own
+        connections (the primary, whose horizon its vacuums obey): the table's dead and
+        live row versions and the oldest holders of the xmin horizon (sessions, slots,
+        prepared transactions), each with its cause and fix (`VacuumHealth.warnings`)."""
+        return self.store.vacuum_health()
 
     def now(self) -> datetime:
         """The database's clock (every time that decides eligibility is read on it)."""

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
 
 try:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
@@ -33,6 +33,7 @@ from venturi.metrics_server import DEFAULT_HOST, MetricsServer
 from venturi.models import JobRecord, Outcome, StatsSnapshot
 from venturi.settlements import Settlement
 from venturi.store.failover import DatabaseServer
+from venturi.upkeep import VacuumHealth
 
 __all__ = [
     "DEFAULT_HOST",
@@ -44,10 +45,13 @@ __all__ = [
     "ServerCollector",
     "ServerSource",
     "StatsSource",
+    "VacuumCollector",
+    "VacuumSource",
     "wsgi_app",
 ]
 
 logger = logging.getLogger("venturi.metrics")
+T = TypeVar("T")
 
 # Scrapes closer together than this share one `stats()` reading: a dozen scrapers (or a
 # loop hitting the port) cost the database one query per period, not one per scrape.
@@ -80,6 +84,13 @@ class ServerSource(Protocol):
     """Anything with `Queue.server`."""
 
     def server(self) -> DatabaseServer: ...
+
+
+@runtime_checkable
+class VacuumSource(Protocol):
+    """Anything with `Queue.vacuum_health`."""
+
+    def vacuum_health(self) -> VacuumHealth: ...
 
 
 class MetricsEvents(WorkerEvents):
@@ -206,14 +217,9 @@ class QueueCollector(Collector):
         max_age: float = STATS_MAX_AGE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not max_age >= 0:
-            raise ValueError(f"max_age must be at least 0 seconds, got {max_age}")
         self.source = source
         self.max_age = max_age
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._read_at: float | None = None
-        self._snapshot: StatsSnapshot | None = None
+        self._reading = CachedReading(source.stats, "queue stats", max_age, clock)
 
     def describe(self) -> Iterable[Metric]:
         # Declaring nothing keeps registration from calling collect(), i.e. the database.
@@ -221,27 +227,12 @@ class QueueCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         up = GaugeMetricFamily("venturi_queue_up", "1 if the last scrape read the queue's stats.")
-        snapshot = self._reading()
+        snapshot = self._reading.get()
         if snapshot is None:
             up.add_metric([], 0)
             return [up]
         up.add_metric([], 1)
         return [up, *_gauges(snapshot)]
-
-    def _reading(self) -> StatsSnapshot | None:
-        """The cached reading, refreshed once older than ``max_age``; None if the last
-        read failed."""
-        with self._lock:
-            now = self._clock()
-            if self._read_at is not None and now - self._read_at < self.max_age:
-                return self._snapshot
-            try:
-                self._snapshot = self.source.stats()
-            except Exception as exc:
-                logger.warning("metrics scrape could not read queue stats: %s", exc)
-                self._snapshot = None
-            self._read_at = self._clock()
-            return self._snapshot
 
 
 class ServerCollector(Collector):
@@ -260,10 +251,7 @@ class ServerCollector(Collector):
     ) -> None:
         self.source = source
         self.max_age = max_age
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._read_at: float | None = None
-        self._server: DatabaseServer | None = None
+        self._reading = CachedReading(source.server, "the database server", max_age, clock)
 
     def describe(self) -> Iterable[Metric]:
         return []  # as QueueCollector: registering it must not reach the database
@@ -275,22 +263,114 @@ class ServerCollector(Collector):
             "on a standby or a primary demoted in place.",
             labels=["host", "port"],
         )
-        server = self._reading()
+        server = self._reading.get()
         if server is not None:
             gauge.add_metric([server.host, str(server.port)], 1.0 if server.writable else 0.0)
         return [gauge]
 
-    def _reading(self) -> DatabaseServer | None:
+
+class VacuumCollector(Collector):
+    """What keeps VACUUM from cleaning the jobs table, from a `Queue.vacuum_health`
+    reading at most ``max_age`` seconds old: how long the xmin horizon has been held
+    (``venturi_horizon_held_seconds``; a slot keeps no start time, so a slot shows in
+    ``venturi_horizon_held_transactions`` and ``venturi_horizon_inactive_slots``) and the
+    jobs table's dead and live row versions. Nothing is reported while the database
+    does not answer."""
+
+    def __init__(
+        self,
+        source: VacuumSource,
+        max_age: float = STATS_MAX_AGE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.max_age = max_age
+        self._reading = CachedReading(source.vacuum_health, "vacuum health", max_age, clock)
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # as QueueCollector: registering it must not reach the database
+
+    def collect(self) -> Iterable[Metric]:
+        health = self._reading.get()
+        if health is None:
+            return []
+        oldest = health.oldest
+        held = GaugeMetricFamily(
+            "venturi_horizon_held_seconds",
+            "Seconds the longest-held snapshot of a session or prepared transaction has held "
+            "back the database's xmin horizon, so that VACUUM removes no newer dead row "
+            "version (0 when none; unknown durations, such as other roles' sessions without "
+            "pg_read_all_stats, count as 0).",
+            value=health.held_seconds,
+        )
+        age = GaugeMetricFamily(
+            "venturi_horizon_held_transactions",
+            "Age in transactions of the oldest xmin holding back the horizon: a session, a "
+            "replication slot or a prepared transaction (0 when none).",
+            value=0.0 if oldest is None else float(oldest.xmin_age),
+        )
+        slots = GaugeMetricFamily(
+            "venturi_horizon_inactive_slots",
+            "Replication slots holding back the xmin horizon that no standby uses: nothing "
+            "moves their xmin until the standby reconnects or the slot is dropped.",
+            value=float(health.inactive_slots),
+        )
+        families: list[Metric] = [held, age, slots]
+        if health.dead is not None:
+            families.append(
+                GaugeMetricFamily(
+                    "venturi_jobs_dead_rows",
+                    "Dead row versions in the jobs table waiting for a vacuum (the server's "
+                    "statistics); every claim walks past their index entries.",
+                    value=float(health.dead),
+                )
+            )
+            families.append(
+                GaugeMetricFamily(
+                    "venturi_jobs_live_rows",
+                    "Live rows in the jobs table (the server's statistics).",
+                    value=float(health.live or 0),
+                )
+            )
+        return families
+
+
+class CachedReading(Generic[T]):
+    """One reading shared by the scrapes of ``max_age`` seconds (by ``clock``): scrapes
+    in between serve it, concurrent ones wait for one query rather than each running
+    their own. A failed read is logged and kept as None for ``max_age`` too, so a
+    database that is down is not asked again at every scrape."""
+
+    def __init__(
+        self,
+        read: Callable[[], T],
+        what: str,
+        max_age: float = STATS_MAX_AGE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not max_age >= 0:
+            raise ValueError(f"max_age must be at least 0 seconds, got {max_age}")
+        self._read = read
+        self._what = what
+        self._max_age = max_age
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._value: T | None = None
+
+    def get(self) -> T | None:
+        """The cached reading, refreshed once older than ``max_age``; None if the last
+        read failed."""
         with self._lock:
             now = self._clock()
-            if self._read_at is None or now - self._read_at >= self.max_age:
+            if self._read_at is None or now - self._read_at >= self._max_age:
                 try:
-                    self._server = self.source.server()
+                    self._value = self._read()
                 except Exception as exc:
-                    logger.warning("metrics scrape could not read the database server: %s", exc)
-                    self._server = None
+                    logger.warning("metrics scrape could not read %s: %s", self._what, exc)
+                    self._value = None
                 self._read_at = self._clock()
-            return self._server
+            return self._value
 
 
 def _gauges(snapshot: StatsSnapshot) -> Iterator[Metric]:
@@ -339,6 +419,8 @@ class QueueMetrics:
             self.registry.register(QueueCollector(queue, stats_max_age))
         if isinstance(queue, ServerSource):
             self.registry.register(ServerCollector(queue, stats_max_age))
+        if isinstance(queue, VacuumSource):
+            self.registry.register(VacuumCollector(queue, stats_max_age))
 
     def wsgi_app(self) -> Any:
         """A WSGI app serving these metrics in the Prometheus text format."""
@@ -424,6 +506,8 @@ def serve_group_metrics(
         registry.register(QueueCollector(queue))
     if isinstance(queue, ServerSource):
         registry.register(ServerCollector(queue))  # the supervisor's connections
+    if isinstance(queue, VacuumSource):
+        registry.register(VacuumCollector(queue))
     return MetricsServer(registry, port, addr)
 
 

@@ -40,6 +40,7 @@ NOT_HOOKED: dict[str, str] = {
             "seconds_until_rate_room",
             "seconds_until_visible",
             "server",
+            "vacuum_health",
         ],
         "reads (the rest are the ReadStore's, which writes nothing)",
     ),

@@ -69,6 +69,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "venturi.stopping",
         "venturi.coroutines",
         "venturi.observations",
+        "venturi.upkeep",
         "venturi.models",
         "venturi.backoff",
         "venturi.outcomes",

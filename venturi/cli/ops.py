@@ -15,7 +15,7 @@ import attrs
 import click
 import psycopg
 
-from venturi import __version__
+from venturi import __version__, upkeep
 from venturi.cli.support import DURATION, CliState, pass_state
 from venturi.cli.worker import worker_command
 from venturi.client import Queue
@@ -101,6 +101,23 @@ def _check_notify(queue: Queue, timeout: float) -> str:
     except ListenerPolling as exc:
         raise Polling(f"{exc}; {_POLLING_HINT}") from None
     return f"LISTEN/NOTIFY round trip in {seconds * 1000:.0f} ms"
+
+
+class HeldBack(Exception):
+    """A check found VACUUM held back (a warning, unless ``--strict``): one cause a line."""
+
+
+def _check_vacuum(queue: Queue, held_after: float, dead_rows: int) -> str:
+    health = queue.vacuum_health()
+    warnings = health.warnings(held_after, dead_rows)
+    if warnings:
+        raise HeldBack("\n".join(warnings))
+    table = "no jobs table statistics yet"
+    if health.dead is not None:
+        table = f"{health.dead:,} dead / {health.live or 0:,} live row versions in the jobs table"
+    oldest = health.oldest
+    holder = "nothing holds the xmin horizon" if oldest is None else f"oldest: {oldest.cause()}"
+    return f"{table}; {holder}"
 
 
 @attrs.frozen
@@ -237,12 +254,40 @@ def _server_sample(name: str, value: str) -> tuple[str, bool]:
     "auth, never printed): FAIL if it does not answer or the worker stopped itself. "
     "Repeatable.",
 )
+@click.option(
+    "--horizon-after",
+    "held_after",
+    type=DURATION,
+    default="5m",
+    show_default=True,
+    help="WARN when a session or prepared transaction has held back the xmin horizon "
+    "this long (an inactive replication slot holding it always warns).",
+)
+@click.option(
+    "--dead-rows",
+    type=click.IntRange(min=0),
+    default=upkeep.DEAD_ROWS,
+    show_default=True,
+    help="WARN when this many dead row versions (and a fifth of the live rows) wait for "
+    "a vacuum in the jobs table.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A held-back horizon or piled-up dead rows FAIL (exit 1) instead of a WARN.",
+)
 @pass_state
 @click.pass_context
-def healthcheck(
-    ctx: click.Context, state: CliState, timeout: float, worker_urls: list[MetricsUrl]
+def healthcheck(  # noqa: PLR0917 (one parameter per option)
+    ctx: click.Context,
+    state: CliState,
+    timeout: float,
+    worker_urls: list[MetricsUrl],
+    held_after: float,
+    dead_rows: int,
+    strict: bool,
 ) -> None:
-    """Check database, schema and NOTIFY (and workers); exit 0 or 1.
+    """Check database, schema and NOTIFY (and workers, and vacuum); exit 0 or 1.
 
     The database answers on a server that takes writes (the primary: it names the host
     and port), the prefix's schema is current, and a NOTIFY comes back on a LISTEN
@@ -250,6 +295,12 @@ def healthcheck(
     transaction-pooling proxy) workers poll: a WARN line, still exit 0. With
     --worker-metrics, each worker's endpoint must answer and report it has not stopped
     itself, and that its connections are on a server that takes writes (it names which).
+
+    Then whether VACUUM can clean the jobs table: a WARN line names each session, slot
+    or prepared transaction that held back the xmin horizon past --horizon-after, and
+    dead row versions piling up past --dead-rows, each with its fix. Still exit 0: the
+    cause lies outside the queue, and restarting workers would not remove it; --strict
+    makes it a FAIL (exit 1) for a check that should page.
     """
     try:
         queue = state.queue()
@@ -261,6 +312,7 @@ def healthcheck(
         ("read-write server", lambda: _check_primary(queue)),
         ("schema current", lambda: _check_schema(queue)),
         ("listen/notify", lambda: _check_notify(queue, timeout)),
+        ("vacuum", lambda: _check_vacuum(queue, held_after, dead_rows)),
     ]
     checks += [
         ("worker", lambda url=url: _check_worker(url, timeout))  # type: ignore[misc]
@@ -271,6 +323,12 @@ def healthcheck(
             detail = check()
         except Polling as exc:
             click.echo(f"WARN {label}: polling: {exc}")
+            continue
+        except HeldBack as exc:
+            for line in str(exc).splitlines():
+                click.echo(f"{'FAIL' if strict else 'WARN'} {label}: {line}")
+            if strict:
+                ctx.exit(1)
             continue
         except (VenturiError, psycopg.Error) as exc:
             click.echo(f"FAIL {label}: {first_line(exc)}")

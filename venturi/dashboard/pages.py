@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -9,9 +10,10 @@ from typing import Any, Final
 import attrs
 from ulid import ULID
 
+from venturi import upkeep
 from venturi.client import Queue
 from venturi.dashboard.http import BadRequest, refuse_controls
-from venturi.errors import InvalidJob
+from venturi.errors import InvalidJob, VenturiError
 from venturi.models import (
     HistoryCursor,
     HistoryFilter,
@@ -22,11 +24,15 @@ from venturi.models import (
 )
 from venturi.observations import Throughput
 
+logger = logging.getLogger("venturi.dashboard")
+
 PAGE_SIZE: Final = 50
 CHART_MINUTES: Final = 60
 CHART_BUCKET: Final = 5
 DEAD_SAMPLE: Final = 500
 STATUSES: Final = tuple(s.value for s in JobStatus)
+HELD_AFTER: Final = upkeep.HELD_AFTER
+DEAD_ROWS: Final = upkeep.DEAD_ROWS
 
 
 @attrs.frozen
@@ -76,7 +82,24 @@ def overview(queue: Queue) -> dict[str, Any]:
                 "bars": chart(throughput, kind),
             }
         )
-    return {"overview": figures, "rows": rows, "throughput": throughput}
+    return {
+        "overview": figures,
+        "rows": rows,
+        "throughput": throughput,
+        "vacuum_warnings": vacuum_warnings(queue),
+    }
+
+
+def vacuum_warnings(queue: Queue) -> list[str]:
+    """What keeps VACUUM from cleaning the jobs table (`VacuumHealth.warnings` at the
+    thresholds `venturi healthcheck` warns at by default); none when it cannot be read,
+    which must not take the overview down with it. Read on the queue's own connections:
+    the primary, whose horizon its vacuums obey."""
+    try:
+        return queue.vacuum_health().warnings(HELD_AFTER, DEAD_ROWS)
+    except VenturiError as exc:
+        logger.warning("the dashboard could not read what holds back vacuum: %s", exc)
+        return []
 
 
 def _status(value: str) -> JobStatus | None:

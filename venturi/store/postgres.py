@@ -56,6 +56,7 @@ from venturi.store.hooks import Settled, StoreHooks
 from venturi.store.ids import new_id, new_ids
 from venturi.store.notifier import PostgresNotifier
 from venturi.store.reads import ReadStore
+from venturi.upkeep import HOLDERS_READ, VacuumHealth
 
 logger = logging.getLogger("venturi.store")
 T = TypeVar("T")
@@ -730,6 +731,12 @@ class PostgresStore:
         whether this session may vacuum it; None before the table exists."""
         rows = self._run("dead_rows", {"table": self.prefix.jobs})
         return DeadRows(*rows[0]) if rows else None
+
+    def vacuum_health(self, holders: int = HOLDERS_READ) -> VacuumHealth:
+        """The jobs table's dead and live row versions and the oldest ``holders`` holders
+        of the database's xmin horizon; what the role may not see reads as unknown."""
+        params = {"table": self.prefix.jobs, "limit": holders}
+        return VacuumHealth.from_rows(self._run("vacuum_health", params))
 
     def vacuum_jobs(self, opened: Callable[[psycopg.Connection[Any] | None], None]) -> None:
         """VACUUM the jobs table now, on a connection of its own (on a large table it can
