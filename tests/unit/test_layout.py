@@ -73,6 +73,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "venturi.backoff",
         "venturi.outcomes",
         "venturi.settlements",
+        "venturi.durable",
         "venturi.context",
         "venturi.events",
         "venturi.flow.limits",

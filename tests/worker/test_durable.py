@@ -111,7 +111,7 @@ def test_a_replay_whose_steps_changed_order_fails_loudly(queue: Queue) -> None:
     def handler(ctx: JobContext) -> None:
         # A deploy between the runs swapped the two steps.
         for name in ["a", "b"] if ctx.attempt == 1 else ["b", "a"]:
-            ctx.step(name, lambda: name)
+            ctx.step(name, str, name)
         if ctx.attempt == 1:
             raise RuntimeError("retry me")
 
@@ -178,9 +178,7 @@ def test_a_transactional_step_commits_its_writes_with_its_record(
 
     @queue.job("tx", context=True, backoff=venturi.constant(0))
     def handler(ctx: JobContext) -> int:
-        return int(
-            ctx.step("write", write, str(ctx.job.id), ctx.attempt == 1, transactional=True)
-        )
+        return int(ctx.step("write", write, str(ctx.job.id), ctx.attempt == 1, transactional=True))
 
     probe.conn.execute(psycopg.sql.SQL("CREATE TABLE {} (job text PRIMARY KEY)").format(table))
     try:
