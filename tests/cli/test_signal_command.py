@@ -30,7 +30,7 @@ def test_signal_delivers_a_payload_and_job_shows_steps_and_the_wait(
     assert shown.exit_code == 0, shown.output
     assert "prepare" in shown.stdout and "signal approved" in shown.stdout
     as_json = json.loads(invoke("job", str(job_id), "--json").stdout)
-    assert [s["name"] for s in as_json["steps"]][0] == "prepare"
+    assert [s["name"] for s in as_json["steps"]] == ["prepare", "wait_for:approved"]
     assert as_json["waiting"]["what"] == "signal"
 
     result = invoke("signal", str(job_id), "approved", '{"by": "ann"}')

@@ -14,7 +14,7 @@ from ulid import ULID
 
 import venturi
 from tests.support import Probe, wait_until
-from venturi import JobContext, JobStatus, Outcome, Queue, Worker
+from venturi import JobContext, JobRecord, JobStatus, Outcome, Queue, Worker
 from venturi.durable import DurableRuns
 from venturi.errors import InvalidJob, InvalidPayload, UnknownJob
 from venturi.settlements import Claim, Settlement
@@ -28,6 +28,15 @@ def _count(calls: Calls, key: str) -> Callable[[], int]:
         return calls[key] * 10
 
     return run
+
+
+def _waiting(queue: Queue, job_id: ULID) -> JobRecord | None:
+    """The job's record once it is suspended in a sleep or a wait, else None."""
+    job = queue.get(job_id)
+    if job is None or job.durable is None or job.durable.waiting is None:
+        return None
+    # The job row and its wait are read by two statements: the run may still hold it.
+    return job if job.status is JobStatus.PENDING else None
 
 
 def _status(queue: Queue, job_id: ULID) -> JobStatus:
@@ -239,10 +248,7 @@ def test_a_sleep_frees_the_slot_and_resumes_after_its_steps(
 
     job_id = sleeper.enqueue()
     start_worker(concurrency=1)
-    job = wait_until(
-        lambda: (j := queue.get(job_id)) and j.durable and j.durable.waiting and j,
-        what="the job sleeping",
-    )
+    job = wait_until(lambda: _waiting(queue, job_id), what="the job sleeping")
     assert job.status is JobStatus.PENDING and job.failure_count == 0
     assert job.durable is not None and job.durable.waiting is not None
     assert job.durable.waiting.what == "sleep"
@@ -302,10 +308,7 @@ def test_a_signal_after_the_wait_wakes_the_job_and_twice_keeps_the_first(
     approval = _approval_handler(queue, seen)
     job_id = approval.enqueue()
     start_worker(concurrency=1, poll_interval=30)
-    job = wait_until(
-        lambda: (j := queue.get(job_id)) and j.durable and j.durable.waiting and j,
-        what="the job waiting",
-    )
+    job = wait_until(lambda: _waiting(queue, job_id), what="the job waiting")
     assert job.durable is not None and job.durable.waiting is not None
     assert (job.durable.waiting.what, job.durable.waiting.name) == ("signal", "approved")
     assert job.visible_at > queue.store.now() + timedelta(seconds=50)
