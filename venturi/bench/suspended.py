@@ -73,15 +73,19 @@ class SuspendedBench:
         if self._rounds % 2:
             order.reverse()
         self._rounds += 1
-        rates = {
-            name: bench.drain(DURABLE_CONCURRENCY, f"durable.{name}.{key}", count)[
-                f"durable.{name}.{key}"
-            ]
-            for name, bench in order
-        }
+        rates = {name: self._drain(bench, f"durable.{name}.{key}", count) for name, bench in order}
         return {
             f"durable.beside.{key}": rates["beside"],
             f"durable.alone.{key}": rates["alone"],
             # This round's two drains side by side: less exposed to drift between rounds.
             "durable.ratio": rates["beside"] / rates["alone"],
         }
+
+    @staticmethod
+    def _drain(bench: VenturiBench, key: str, count: int) -> float:
+        """One drain on ``bench``, its table first cleared of the last round's jobs the
+        same way on both queues (deleted, then vacuumed), so the two differ only in the
+        suspended jobs."""
+        bench.conn.execute(compose("DELETE FROM {jobs} WHERE status <> 'pending'", bench.prefix))
+        bench.conn.execute(compose("VACUUM {jobs}", bench.prefix))
+        return bench.drain(DURABLE_CONCURRENCY, key, count)[key]
