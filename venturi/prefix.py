@@ -64,6 +64,7 @@ _SUFFIXES: Final = {
     "steps_job_fkey": "_steps_job_fk",
     "signals": "_signals",
     "signals_pkey": "_signals_pkey",
+    "signals_id_seq": "_signals_id_seq",
     "signals_job_fkey": "_signals_job_fk",
     "signals_job_idx": "_signals_job_idx",
     "waits": "_waits",

@@ -44,9 +44,10 @@ CREATE TABLE {waits} (
     CONSTRAINT {waits_job_fkey} FOREIGN KEY (job_id) REFERENCES {jobs} (id) ON DELETE CASCADE
 );
 
--- A signal leaves a journal row of its own. Only widened, so existing rows need no
--- check (NOT VALID: the journal is not read).
+-- A signal leaves a journal row of its own. The check is only widened, so every existing
+-- row passes; validating it reads the journal once (as 0010's did).
 ALTER DOMAIN {journal_outcome} DROP CONSTRAINT {journal_outcome_values};
 ALTER DOMAIN {journal_outcome} ADD CONSTRAINT {journal_outcome_values} CHECK (VALUE IN (
     'completed', 'retried', 'paused', 'dead', 'released',
     'recovered', 'merged', 'cancelled', 'requeued', 'signalled')) NOT VALID;
+ALTER DOMAIN {journal_outcome} VALIDATE CONSTRAINT {journal_outcome_values};
