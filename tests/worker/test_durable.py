@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -350,6 +350,33 @@ def test_a_signal_during_the_run_before_it_suspends_still_wakes_it(
     go_on.set()
     wait_until(lambda: _status(queue, job_id) is JobStatus.COMPLETED, what="job completed")
     assert queue.result(job_id) == "now"
+
+
+def test_a_signal_between_the_runs_last_look_and_its_settlement_still_wakes_it(
+    queue: Queue, start_worker: Callable[..., Worker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = queue.store
+    record_wait = store.record_wait
+
+    def then_signal(claim: Claim, what: str, name: str, until: datetime) -> bool:
+        # The run looked for the signal and found none; it arrives now, while the run
+        # still holds the job (so it wakes nothing), before the run's pause is written.
+        recorded = record_wait(claim, what, name, until)
+        if what == "signal":
+            assert queue.signal(claim.job_id, name, "late") is False
+        return recorded
+
+    monkeypatch.setattr(store, "record_wait", then_signal)
+
+    @queue.job("window", context=True)
+    def window(ctx: JobContext) -> Any:
+        return ctx.wait_for("go", timeout=3600)
+
+    job_id = window.enqueue()
+    start_worker(concurrency=1, poll_interval=30)
+    wait_until(lambda: _status(queue, job_id) is JobStatus.COMPLETED, what="woken after settling")
+    assert queue.result(job_id) == "late"
+    assert _journal(queue, job_id) == [Outcome.SIGNALLED, Outcome.PAUSED, Outcome.COMPLETED]
 
 
 def test_a_wait_times_out_and_returns_none(
