@@ -8,6 +8,7 @@ import base64
 import pytest
 from werkzeug.test import Client
 
+import venturi
 from tests.dashboard.conftest import csrf_token, notice
 from tests.dashboard.scene import Scene
 from venturi.dashboard import Dashboard
@@ -183,3 +184,25 @@ def test_a_signal_without_the_csrf_token_is_refused(client: Client, scene: Scene
     assert sent.status_code == 403
     record = scene.queue.get(scene.ids["scheduled"])
     assert record is not None and record.durable is not None and record.durable.signals == ()
+
+
+def test_the_job_page_lists_durable_steps_and_the_wait_and_a_signal_wakes_it(
+    client: Client, scene: Scene
+) -> None:
+    queue = scene.queue
+
+    @queue.job("approval", context=True)
+    def approval(ctx: venturi.JobContext) -> object:
+        ctx.step("prepare", lambda: "ready")
+        return ctx.wait_for("approved", timeout=3600)
+
+    job_id = approval.enqueue()
+    queue.drain(kinds=["approval"])
+    page = client.get(f"/jobs/{job_id}").text
+    assert 'id="steps"' in page and "prepare" in page and "wait_for:approved" in page
+    assert 'id="waiting"' in page and "approved" in page
+    shown = post(client, f"/jobs/{job_id}/signal", name="approved", payload='"yes"')
+    assert shown == f"signalled {job_id} approved (woke it)"
+    queue.drain(kinds=["approval"])
+    assert queue.result(job_id) == "yes"
+    assert 'id="waiting"' not in client.get(f"/jobs/{job_id}").text
