@@ -5,6 +5,7 @@ import logging
 from venturi.backoff import constant, exponential
 from venturi.client import Queue
 from venturi.context import JobContext, current_job
+from venturi.durable import DuplicateStep, SignalRefused, StepFenced, StepOrderChanged, TimedOut
 from venturi.errors import (
     ConfigurationError,
     DuplicateJob,
@@ -26,13 +27,17 @@ from venturi.errors import (
 )
 from venturi.events import WorkerEvents
 from venturi.models import (
+    DurableState,
     HistoryCursor,
     JobRecord,
     JobStatus,
     JournalRecord,
     NewJob,
     Outcome,
+    SignalRecord,
     StatsSnapshot,
+    StepRecord,
+    WaitRecord,
 )
 from venturi.outcomes import Fail, Pause, Retry
 from venturi.registry import JobFunction
@@ -50,6 +55,8 @@ __all__ = [
     "ConfigurationError",
     "DatabaseServer",
     "DuplicateJob",
+    "DuplicateStep",
+    "DurableState",
     "Fail",
     "ForkedError",
     "HistoryCursor",
@@ -75,13 +82,20 @@ __all__ = [
     "Schedule",
     "ScheduleInfo",
     "SchemaError",
+    "SignalRecord",
+    "SignalRefused",
     "StatsSnapshot",
+    "StepFenced",
+    "StepOrderChanged",
+    "StepRecord",
     "StoreError",
     "StoreUnavailable",
+    "TimedOut",
     "UnknownJob",
     "UnknownKind",
     "VacuumHealth",
     "VenturiError",
+    "WaitRecord",
     "Worker",
     "WorkerEvents",
     "WorkerFailed",

@@ -16,13 +16,16 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar, Unpack
 
+import attrs
 import psycopg
 from psycopg_pool import ConnectionPool
 from ulid import ULID
 
+from venturi.durable import check_name
 from venturi.durations import Duration, to_seconds
 from venturi.errors import (
     ConfigurationError,
+    InvalidPayload,
     JobCancelled,
     JobFailed,
     ListenerPolling,
@@ -45,7 +48,7 @@ from venturi.models import (
     to_uuid,
 )
 from venturi.observations import DeadGroup, Overview, Throughput, WorkerInfo
-from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
+from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES, encode_json
 from venturi.prefix import Prefix
 from venturi.registry import (
     DEFAULT_MAX_RESULT_BYTES,
@@ -424,8 +427,13 @@ class Queue:
     ) -> JobRecord | None:
         """The job's record, or None for an id no job has. Read on ``read_dsn`` if set,
         unless ``primary`` (the queue's own database: what it just wrote) or ``conn`` (in
-        that connection's transaction) is given."""
-        return self._reads_for(primary, conn).get(job_id, conn)
+        that connection's transaction) is given. Its ``durable`` lists the steps its runs
+        recorded, the signals sent to it and what it waits for (read on the primary)."""
+        record = self._reads_for(primary, conn).get(job_id, conn)
+        if record is None:
+            return None
+        # Steps, signals and wait are written on the primary: read them there.
+        return attrs.evolve(record, durable=self.store.durable_state(record.id, conn))
 
     def journal(
         self,
@@ -693,6 +701,31 @@ class Queue:
     ) -> int:
         """Delete terminal jobs finished before a time (with their journal); returns count."""
         return self.store.cleanup(CleanupCriteria(finished_before, kind, status))
+
+    def signal(
+        self,
+        job_id: JobId,
+        name: str,
+        payload: Any = None,
+        *,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> bool:
+        """Send signal ``name`` with a JSON ``payload`` to a job (a durable handler's
+        `JobContext.wait_for` returns it); True when it made a waiting job due now.
+
+        Signals are kept: one sent before the job waits is returned when it does. With
+        ``conn`` the signal joins that connection's transaction (a rollback delivers
+        nothing). Raises `UnknownJob` for an id no job has, `SignalRefused` for a finished
+        job, `InvalidJob` for a bad name or payload; nothing is written then.
+        """
+        check_name(name, "signal")
+        text = None if payload is None else encode_json(payload, "signal payload")
+        if text is not None and len(text.encode()) > self.store.max_payload_bytes:
+            raise InvalidPayload(
+                f"signal payload is {len(text.encode())} bytes of JSON; at most "
+                f"{self.store.max_payload_bytes} (max_payload_bytes)"
+            )
+        return self.store.signal(job_id, name, text, conn)
 
     def cancel(self, job_id: JobId) -> bool:
         """Cancel a pending or running job; False if unknown or already finished."""

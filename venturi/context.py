@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 import attrs
 import psycopg
 from ulid import ULID
 
+from venturi.durable import DurableRun
+from venturi.durations import Duration
 from venturi.errors import ConfigurationError
 from venturi.models import JobRecord
+from venturi.settlements import Claim
 from venturi.stopping import StopEvent
 
 _current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
@@ -102,6 +106,82 @@ class JobContext:
     def extend_lease(self) -> bool:
         """Renew the lease now (the heartbeat also does); False if the lease is lost."""
         return True if self._extend is None else self._extend()
+
+    # Builds this run's durable side from its claim, on first use (`DurableRuns`).
+    _durable_runs: Callable[[Claim], DurableRun] | None = attrs.field(default=None, alias="durable")
+    _durable: DurableRun | None = attrs.field(default=None, init=False)
+
+    def _durable_run(self, what: str) -> DurableRun:
+        if self._durable_runs is None:
+            raise ConfigurationError(f"ctx.{what}: this run has no durable store")
+        if self._conn is not None:
+            raise ConfigurationError(
+                f"ctx.{what}: job {self.job.id} ({self.job.kind}) runs in a transaction "
+                "(transactional=True); durable steps and waits need a kind without one "
+                "(use step(..., transactional=True) for a step's writes)"
+            )
+        if self._durable is None:
+            self._durable = self._durable_runs(Claim.of(self.job))
+        return self._durable
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        transactional: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Call ``fn(*args, **kwargs)`` once for this job: its JSON result is recorded
+        under ``name`` before it is returned, and every later run of the job (a retry, a
+        recovery, a resume) returns the recorded result without calling ``fn``.
+
+        With ``transactional=True``, ``fn`` takes a psycopg connection first; its writes
+        and the step's record commit together. A step that raised is not recorded.
+        Raises `DuplicateStep` for a name reached twice, `StepOrderChanged` when a replay
+        reaches recorded steps in another order (both end the job dead), `StepFenced`
+        when the run lost its claim, `InvalidPayload` for a result that is not JSON.
+        """
+        return self._durable_run("step").step(name, fn, args, kwargs, transactional=transactional)
+
+    def sleep(self, duration: Duration | None = None, *, until: datetime | None = None) -> None:
+        """Sleep durably: the wake time is recorded as a step and the run ends (raising
+        `Pause`; do not catch it) without holding a slot; the job runs again at the wake
+        time, replays its recorded steps, and this call then returns at once."""
+        self._durable_run("sleep").sleep(duration, until, self.facts)
+
+    def wait_for(
+        self, name: str, timeout: Duration | None = None, *, raise_on_timeout: bool = False
+    ) -> Any:
+        """The payload of the first signal ``name`` sent to this job (`Queue.signal`).
+
+        If none arrived yet, the run ends (raising `Pause`; do not catch it) without
+        holding a slot; the signal, or the timeout, makes the job due again. Past the
+        timeout it returns None, or raises `TimedOut` with ``raise_on_timeout=True``.
+        A signal name is waited for once per job.
+        """
+        return self._durable_run("wait_for").wait_for(name, timeout, raise_on_timeout, self.facts)
+
+    def spawn(self, name: str, job: str | Any, payload: Mapping[str, Any] | None = None) -> ULID:
+        """Enqueue a child job (a kind, or a job function) exactly once for step ``name``:
+        the enqueue and the step's record commit together, and a replay returns the same
+        id."""
+        kind = job if isinstance(job, str) else getattr(job, "kind", None)
+        if not isinstance(kind, str):
+            raise TypeError(f"spawn takes a kind or a job function, got {type(job).__name__}")
+        return self._durable_run("spawn").spawn(name, kind, payload)
+
+    def wait_for_job(
+        self, job_id: ULID | str, timeout: Duration | None = None, *, raise_on_timeout: bool = False
+    ) -> Any:
+        """The return value of job ``job_id`` once it completed (raises `JobFailed` or
+        `JobCancelled` if it ended otherwise). Until then the run ends (raising `Pause`)
+        without holding a slot and looks again after a delay that grows with the wait.
+        Past the timeout it returns None, or raises `TimedOut`."""
+        child = job_id if isinstance(job_id, ULID) else ULID.from_str(str(job_id))
+        return self._durable_run("wait_for_job").wait_for_job(
+            child, timeout, raise_on_timeout, self.facts
+        )
 
 
 def current_job() -> JobContext | None:

@@ -65,6 +65,7 @@ class Outcome(enum.StrEnum):
     MERGED = "merged"
     CANCELLED = "cancelled"
     REQUEUED = "requeued"
+    SIGNALLED = "signalled"
 
 
 def to_uuid(job_id: JobId) -> uuid.UUID:
@@ -243,6 +244,53 @@ def _optional_ulid(value: object) -> ULID | None:
 
 # Built for every claimed job: without slots the frozen fields are set through the instance
 # dict (see NewJob), half the time of a slotted class's nineteen object.__setattr__ calls.
+@attrs.frozen
+class StepRecord:
+    """One recorded step of a durable job: its name, its place in the order the handler
+    reached its steps, the run that recorded it, its result and that result's size."""
+
+    name: str
+    seq: int
+    run_no: int
+    result: Any
+    recorded_at: datetime
+    size: int
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> StepRecord:
+        return cls(row[0], row[1], row[2], row[3], row[4], int(row[5] or 0))
+
+
+@attrs.frozen
+class WaitRecord:
+    """What a pending job waits for: ``what`` is ``sleep``, ``signal`` or ``job`` (the
+    step, the signal's name or the job's id in ``name``), until ``until``."""
+
+    what: str
+    name: str
+    until: datetime | None
+    since: datetime
+
+
+@attrs.frozen
+class SignalRecord:
+    """One signal sent to a job."""
+
+    name: str
+    payload: Any
+    sent_at: datetime
+
+
+@attrs.frozen
+class DurableState:
+    """What a job's durable runs left: its steps, the signals sent to it, and what it
+    waits for now (None unless it is pending in a wait)."""
+
+    steps: tuple[StepRecord, ...] = ()
+    signals: tuple[SignalRecord, ...] = ()
+    waiting: WaitRecord | None = None
+
+
 @attrs.frozen(slots=False)
 class JobRecord:
     """One row of the jobs table, as it was when read."""
@@ -266,6 +314,8 @@ class JobRecord:
     trace_context: dict[str, str] | None = None
     parents_left: int = 0
     workflow_id: ULID | None = attrs.field(default=None, converter=_optional_ulid)
+    # What its durable runs left (steps, signals, its wait): read by `Queue.get` only.
+    durable: DurableState | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> JobRecord:

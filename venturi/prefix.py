@@ -58,6 +58,18 @@ _SUFFIXES: Final = {
     "journal_outcome": "_journal_outcome",
     "journal_outcome_values": "_outcome_ck",
     "jobs_finished_check": "_jobs_fin_ck",
+    "steps": "_steps",
+    "steps_pkey": "_steps_pkey",
+    "steps_seq_key": "_steps_seq_key",
+    "steps_job_fkey": "_steps_job_fk",
+    "signals": "_signals",
+    "signals_pkey": "_signals_pkey",
+    "signals_id_seq": "_signals_id_seq",
+    "signals_job_fkey": "_signals_job_fk",
+    "signals_job_idx": "_signals_job_idx",
+    "waits": "_waits",
+    "waits_pkey": "_waits_pkey",
+    "waits_job_fkey": "_waits_job_fk",
 }
 LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX

@@ -38,6 +38,9 @@ EXPECTED_SERIES = {
     "prune.beside.c16",
     "prune.deleted",
     "prune.ratio",
+    "durable.beside.c16",
+    "durable.alone.c16",
+    "durable.ratio",
     *(
         f"sustained.{arm}c16{figure}"
         for arm in ("", "autovacuum.")
@@ -157,8 +160,9 @@ def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -
 
 def test_quick_run_drops_its_tables(quick_report: dict[str, Any]) -> None:
     # the main prefix, the backlog's, the two limited kinds', the transactional kind's,
-    # the sustained rounds' two (vacuuming workers, autovacuum alone)
-    assert len(quick_report["_prefixes"]) == 7
+    # the sustained rounds' two (vacuuming workers, autovacuum alone), the durable
+    # workload's two (beside suspended jobs, alone)
+    assert len(quick_report["_prefixes"]) == 9
     assert quick_report["_left_behind"] == set()
 
 

@@ -63,6 +63,9 @@ def test_demo_keep_leaves_tables_to_explore(invoke: Invoke, database_dsn: str) -
             f"{prefix}_kinds",
             f"{prefix}_schedules",
             f"{prefix}_schema_history",
+            f"{prefix}_signals",
+            f"{prefix}_steps",
+            f"{prefix}_waits",
             f"{prefix}_workers",
         ]
         assert f"venturi --prefix {prefix} stats" in result.stdout

@@ -8,6 +8,7 @@ import base64
 import pytest
 from werkzeug.test import Client
 
+import venturi
 from tests.dashboard.conftest import csrf_token, notice
 from tests.dashboard.scene import Scene
 from venturi.dashboard import Dashboard
@@ -149,3 +150,59 @@ def test_authorize_refuses_requests(scene: Scene) -> None:
     client = Client(Dashboard(scene.queue, authorize=lambda environ: "HTTP_X_OPS" in environ))
     assert client.get("/").status_code == 403
     assert client.get("/", headers={"X-Ops": "1"}).status_code == 200
+
+
+def test_signal_a_job_from_its_page(client: Client, scene: Scene) -> None:
+    job_id = scene.ids["scheduled"]
+    page = client.get(f"/jobs/{job_id}")
+    assert 'id="signal-form"' in page.text
+    shown = post(client, f"/jobs/{job_id}/signal", name="approved", payload='{"by": "ann"}')
+    assert shown == f"signalled {job_id} approved"
+    record = scene.queue.get(job_id)
+    assert record is not None and record.durable is not None
+    assert [(s.name, s.payload) for s in record.durable.signals] == [("approved", {"by": "ann"})]
+    assert journal_outcomes(scene, "scheduled")[-1] == "signalled"
+    assert "approved" in client.get(f"/jobs/{job_id}").text
+
+
+def test_a_signal_with_bad_json_or_to_a_finished_job_is_refused(
+    client: Client, scene: Scene
+) -> None:
+    bad = post(client, f"/jobs/{scene.ids['scheduled']}/signal", name="x", payload="{nope")
+    assert bad.startswith("refused: signal payload is not valid JSON")
+    done = post(client, f"/jobs/{scene.ids['completed']}/signal", name="x")
+    assert done.startswith("refused:") and "completed" in done
+    for key in ("scheduled", "completed"):
+        record = scene.queue.get(scene.ids[key])
+        assert record is not None and record.durable is not None
+        assert record.durable.signals == ()
+    assert 'id="signal-form"' not in client.get(f"/jobs/{scene.ids['completed']}").text
+
+
+def test_a_signal_without_the_csrf_token_is_refused(client: Client, scene: Scene) -> None:
+    sent = client.post(f"/jobs/{scene.ids['scheduled']}/signal", data={"name": "x"})
+    assert sent.status_code == 403
+    record = scene.queue.get(scene.ids["scheduled"])
+    assert record is not None and record.durable is not None and record.durable.signals == ()
+
+
+def test_the_job_page_lists_durable_steps_and_the_wait_and_a_signal_wakes_it(
+    client: Client, scene: Scene
+) -> None:
+    queue = scene.queue
+
+    @queue.job("approval", context=True)
+    def approval(ctx: venturi.JobContext) -> object:
+        ctx.step("prepare", lambda: "ready")
+        return ctx.wait_for("approved", timeout=3600)
+
+    job_id = approval.enqueue()
+    queue.drain(kinds=["approval"])
+    page = client.get(f"/jobs/{job_id}").text
+    assert 'id="steps"' in page and "prepare" in page and "wait_for:approved" in page
+    assert 'id="waiting"' in page and "approved" in page
+    shown = post(client, f"/jobs/{job_id}/signal", name="approved", payload='"yes"')
+    assert shown == f"signalled {job_id} approved (woke it)"
+    queue.drain(kinds=["approval"])
+    assert queue.result(job_id) == "yes"
+    assert 'id="waiting"' not in client.get(f"/jobs/{job_id}").text

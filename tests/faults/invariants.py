@@ -31,7 +31,7 @@ LAST_ROW_FOR_STATUS: Final = {
     "completed": {"completed"},
     "dead": {"dead"},
     "cancelled": {"cancelled"},
-    "pending": {"retried", "paused", "released", "recovered", "requeued", "merged"},
+    "pending": {"retried", "paused", "released", "recovered", "requeued", "merged", "signalled"},
 }
 INTERRUPTED: Final = frozenset({"recovered", "released"})
 MAX_EXAMPLES: Final = 8

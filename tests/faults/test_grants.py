@@ -244,6 +244,11 @@ def test_the_enqueuer_role_enqueues_and_reads_but_cannot_claim_or_settle(
         assert record is not None and record.payload == {"v": 3}
         assert [e.outcome.value for e in app.journal(kept)] == ["merged", "merged"]
         assert _status(app, child) == "waiting"
+        pending_signal = app.enqueue("mail", {"n": 98})
+        assert app.signal(pending_signal, "packed", 1) is False  # kept; nothing waits yet
+        signalled = app.get(pending_signal)
+        assert signalled is not None and signalled.durable is not None
+        assert [s.payload for s in signalled.durable.signals] == [1]
 
         @owner.job("mail")
         def mail(**_: Any) -> str:

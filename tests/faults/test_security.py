@@ -167,12 +167,20 @@ def _grant_prefix(dsn: str, prefix: str, role: str) -> None:
     """What an operator grants a role to use one prefix (the tables stay the owner's)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
-            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {}, {}, {}, {} TO {}").format(
-                sql.Identifier(f"{prefix}_jobs"),
-                sql.Identifier(f"{prefix}_journal"),
-                sql.Identifier(f"{prefix}_kinds"),
-                sql.Identifier(f"{prefix}_schedules"),
-                sql.Identifier(f"{prefix}_schema_history"),
+            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(
+                sql.SQL(", ").join(
+                    sql.Identifier(f"{prefix}_{table}")
+                    for table in (
+                        "jobs",
+                        "journal",
+                        "kinds",
+                        "schedules",
+                        "schema_history",
+                        "steps",
+                        "signals",
+                        "waits",
+                    )
+                ),
                 sql.Identifier(role),
             )
         )

@@ -78,6 +78,15 @@ NOT_HOOKED: dict[str, str] = {
         "schema, housekeeping and control rows: no job written, no run settled",
     ),
     **dict.fromkeys(
+        ["durable_state", "first_signal", "job_outcome", "steps_of"],
+        "a durable run's reads of its steps, signals and children",
+    ),
+    **dict.fromkeys(
+        ["record_step", "record_wait", "signal", "wake_signalled"],
+        "a durable run's steps and wait, and signals: no job written (a spawned child goes "
+        "through enqueue), no run settled (a suspended run ends in a pause settlement)",
+    ),
+    **dict.fromkeys(
         ["claim", "extend_lease"],
         "a run starts or keeps its lease: nothing for a layer to end",
     ),

@@ -74,6 +74,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "venturi.backoff",
         "venturi.outcomes",
         "venturi.settlements",
+        "venturi.durable",
         "venturi.context",
         "venturi.events",
         "venturi.flow.limits",

@@ -25,6 +25,7 @@ from venturi.bench.ceilings import CEILING_BATCH, Ceilings
 from venturi.bench.pruning import PruneBench
 from venturi.bench.report import UNPREPARED_SUFFIX
 from venturi.bench.support import BenchFailure, BenchSettings
+from venturi.bench.suspended import SuspendedBench
 from venturi.bench.worker import cpu_ceiling, drive, latency, loops_for
 from venturi.bench.workloads import VenturiBench
 from venturi.cli.support import warn_if_password_shown
@@ -40,6 +41,7 @@ WORKLOADS = (
     "transactional",
     "prune",
     "sustained",
+    "durable",
     "rss",
     "cpu",
 )
@@ -72,6 +74,7 @@ def _groups(
     cpu_loops: int = 0,
     transactional: VenturiBench | None = None,
     sustained: tuple[VenturiBench, VenturiBench] | None = None,
+    suspended: SuspendedBench | None = None,
 ) -> list[list[Step]]:
     """Each group's steps are measured back to back in one round (venturi beside its
     ceilings, and beside itself with prepared statements off); rounds reverse the order
@@ -143,6 +146,8 @@ def _groups(
                 functools.partial(unvacuumed.sustain, "sustained.autovacuum.c16"),
             ]
         )
+    if suspended is not None:
+        groups.append([suspended.round])
     if "rss" in workloads:
         groups.append([functools.partial(_only, "rss.", drive, main, 1, 16, s.rss_jobs)])
     for count in processes:
@@ -253,6 +258,14 @@ def run(
             )
             for bench in sustained:
                 cleanup.callback(bench.close)
+        suspended: SuspendedBench | None = None
+        if "durable" in workloads:
+            beside, alone = VenturiBench(settings, "ds"), VenturiBench(settings, "da")
+            cleanup.callback(beside.close)
+            cleanup.callback(alone.close)
+            suspended = SuspendedBench(beside, alone)
+            say(f"staging {settings.suspended:,} jobs suspended in durable sleeps and waits")
+            suspended.fill()
         groups = _groups(
             workloads,
             processes,
@@ -264,6 +277,7 @@ def run(
             cpu_loops=cpu_loops,
             transactional=transactional,
             sustained=sustained,
+            suspended=suspended,
         )
         for index in range(settings.rounds):
             say(f"round {index + 1} of {settings.rounds}")
@@ -307,6 +321,17 @@ def _processes(value: str | None) -> list[int]:
 @click.option("--jobs", type=click.IntRange(1), help="Jobs per drain round (default 5000).")
 @click.option("--backlog", type=click.IntRange(0), help="Backlog rows (default 1,000,000).")
 @click.option(
+    "--suspended",
+    type=click.IntRange(1),
+    help="Jobs suspended in durable sleeps and waits beside the durable workload's drain "
+    "(default 100,000).",
+)
+@click.option(
+    "--durable-jobs",
+    type=click.IntRange(1),
+    help="Jobs per drain of the durable workload (default 20,000).",
+)
+@click.option(
     "--prune-rows",
     type=click.IntRange(1),
     help="Finished rows the prune workload deletes beside a draining worker (default 1,000,000).",
@@ -344,6 +369,8 @@ def bench_command(
     rounds: int | None,
     jobs: int | None,
     backlog: int | None,
+    suspended: int | None,
+    durable_jobs: int | None,
     prune_rows: int | None,
     workloads: tuple[str, ...],
     processes: str | None,
@@ -363,7 +390,9 @@ def bench_command(
     (each completion in the run's own transaction), drain c16 beside the retention's prune
     of finished rows, sustained load (each round drains --jobs more jobs at concurrency 16
     into the same table, nothing deleted, with workers that vacuum it and with autovacuum
-    alone; run with --rounds 20), a concurrency-16 worker process's peak RSS, and CPU-bound jobs
+    alone; run with --rounds 20), durable (drain c16 of --durable-jobs ordinary jobs beside
+    --suspended jobs suspended in durable sleeps and waits, against the same drain alone,
+    side by side each round), a concurrency-16 worker process's peak RSS, and CPU-bound jobs
     (--cpu-ms of pure Python each) drained by 1 and 2 worker processes (or --processes).
     --compare-unprepared adds each of enqueue, enqueue-many, drain and the limited kind
     with 10 ms jobs again with server-side prepared statements off. Every job is checked to
@@ -376,6 +405,8 @@ def bench_command(
             "rounds": rounds,
             "jobs": jobs,
             "backlog": backlog,
+            "suspended": suspended,
+            "durable_jobs": durable_jobs,
             "prune_rows": prune_rows,
             "fillfactor": fillfactor,
             "cpu_ms": cpu_ms,

@@ -39,6 +39,8 @@ class BenchSettings:
     rss_jobs: int = 20_000
     cpu_jobs: int = 2000
     cpu_ms: float = 3.0
+    suspended: int = 100_000
+    durable_jobs: int = 20_000
     fillfactor: int | None = None
     compare_unprepared: bool = False
     timeout: float = 300.0
@@ -57,6 +59,8 @@ class BenchSettings:
             "prune_rows": 3000,
             "rss_jobs": 300,
             "cpu_jobs": 60,
+            "suspended": 2000,
+            "durable_jobs": 200,
             "timeout": 60.0,
         }
         return cls(dsn, **{**sizes, **overrides})

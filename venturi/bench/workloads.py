@@ -132,7 +132,11 @@ class VenturiBench:
         if self.backlog:
             self.conn.execute(compose("DELETE FROM {jobs} WHERE status <> 'pending'", self.prefix))
         else:
-            self.conn.execute(compose("TRUNCATE {journal}, {deps}, {jobs}", self.prefix))
+            self.conn.execute(
+                compose(
+                    "TRUNCATE {journal}, {deps}, {steps}, {signals}, {waits}, {jobs}", self.prefix
+                )
+            )
         self.ledger.reset(expected)
 
     def enqueue_one(self) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Sub-commands that act on many jobs or change their state: stats, cancel, requeue,
+"""Sub-commands that act on many jobs or change their state: stats, cancel, signal, requeue,
 cleanup."""
 
 from __future__ import annotations
@@ -10,7 +10,14 @@ import click
 
 from venturi.cli.render import console, echo_json, show_age, show_time, table
 from venturi.cli.schedules import describe_retention, retention_in_force
-from venturi.cli.support import DURATION, JOB_ID, CliState, pass_state, require_job
+from venturi.cli.support import (
+    DURATION,
+    JOB_ID,
+    CliState,
+    parse_json_value,
+    pass_state,
+    require_job,
+)
 from venturi.models import JobStatus, StatsSnapshot
 
 _TERMINAL = [s.value for s in JobStatus if s.terminal]
@@ -58,6 +65,23 @@ def stats(state: CliState, as_json: bool) -> None:
         grid.add_row(name, *counts, show_age(k.oldest_pending_seconds))
     console().print(grid)
     click.echo(describe_retention(retention))
+
+
+@click.command()
+@click.argument("job_id", type=JOB_ID, metavar="ID")
+@click.argument("name")
+@click.argument("payload", required=False, metavar="[JSON]")
+@pass_state
+def signal(state: CliState, job_id: str, name: str, payload: str | None) -> None:
+    """Send signal NAME to job ID (a durable handler's ctx.wait_for(NAME) returns it).
+
+    JSON is the signal's payload, any JSON value (`-` reads it from stdin; default null).
+    A job waiting for NAME is made due now; a signal sent before the wait is kept. A
+    finished or unknown job is refused and nothing is written.
+    """
+    value = parse_json_value(payload)
+    woke = state.queue().signal(job_id, name, value)
+    click.echo(f"signalled {job_id} {name}" + (" (woke it)" if woke else ""))
 
 
 @click.command()
@@ -146,5 +170,5 @@ def cleanup(state: CliState, older_than: float, kind: str | None, status: str | 
 
 
 def admin_commands() -> list[click.Command]:
-    """The sub-commands that count, cancel, requeue and clean up jobs."""
-    return [stats, cancel, requeue, cleanup]
+    """The sub-commands that count, cancel, requeue, clean up and signal jobs."""
+    return [stats, cancel, requeue, cleanup, signal]

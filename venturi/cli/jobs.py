@@ -24,7 +24,7 @@ from venturi.cli.render import (
 from venturi.cli.support import DURATION, JOB_ID, CliState, pass_state, require_job
 from venturi.client import Queue
 from venturi.errors import first_line
-from venturi.models import JobRecord, JobStatus, JournalRecord
+from venturi.models import DurableState, JobRecord, JobStatus, JournalRecord
 from venturi.payload import MAX_DEPTH
 
 _STATUSES = [s.value for s in JobStatus]
@@ -142,8 +142,39 @@ def _jsonable(_record: Any, _field: Any, value: Any) -> Any:
 
 
 def _record_json(record: JobRecord) -> dict[str, Any]:
-    """Every field of the record, as JSON values."""
-    return attrs.asdict(record, recurse=False, value_serializer=_jsonable)
+    """Every field of the record, as JSON values (its durable state apart)."""
+    return attrs.asdict(
+        record,
+        recurse=False,
+        value_serializer=_jsonable,
+        filter=lambda field, _: field.name != "durable",
+    )
+
+
+def _durable_json(state: DurableState | None) -> dict[str, Any]:
+    """A job's steps, signals and wait as JSON values (empty for a job without them)."""
+    if state is None:
+        return {"steps": [], "signals": [], "waiting": None}
+    return attrs.asdict(state, value_serializer=_jsonable)
+
+
+def _durable_rows(state: DurableState | None) -> Table | None:
+    """A table of the job's recorded steps and what it waits for, or None."""
+    if state is None or (not state.steps and not state.signals and state.waiting is None):
+        return None
+    grid = table("step", "name", "run", "recorded", "result bytes")
+    for step in state.steps:
+        grid.add_row(
+            str(step.seq), step.name, str(step.run_no), show_time(step.recorded_at), str(step.size)
+        )
+    for sent in state.signals:
+        grid.add_row("signal", sent.name, "", show_time(sent.sent_at), "")
+    if state.waiting is not None:
+        wait = state.waiting
+        grid.add_row(
+            "waiting", f"{wait.what} {wait.name}", "", f"until {show_time(wait.until)}", ""
+        )
+    return grid
 
 
 def _journal_json(entry: JournalRecord) -> dict[str, Any]:
@@ -161,12 +192,19 @@ def _journal_json(entry: JournalRecord) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, notes in full.")
 @pass_state
 def job(state: CliState, job_id: str, as_json: bool) -> None:
-    """Show one job and its journal (every run and transition)."""
+    """Show one job, the steps its durable runs recorded, what it waits for, and its
+    journal (every run and transition)."""
     queue = state.queue()
     record = require_job(queue, job_id)
     entries = queue.journal(record.id)
     if as_json:
-        echo_json({**_record_json(record), "journal": [_journal_json(e) for e in entries]})
+        echo_json(
+            {
+                **_record_json(record),
+                **_durable_json(record.durable),
+                "journal": [_journal_json(e) for e in entries],
+            }
+        )
         return
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -192,6 +230,9 @@ def job(state: CliState, job_id: str, as_json: bool) -> None:
         grid.add_row(name, value)
     out = console()
     out.print(grid)
+    durable = _durable_rows(record.durable)
+    if durable is not None:
+        out.print(durable)
     out.print(journal_table(entries))
 
 

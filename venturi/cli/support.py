@@ -4,6 +4,7 @@ error mapping (one line, no traceback) and the `--app` import."""
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -289,3 +290,18 @@ def import_queue(spec: str) -> Queue:
             "function of no arguments returning one)"
         )
     return target
+
+
+def parse_json_value(text: str | None) -> Any:
+    """A command's JSON argument as a value (``-`` reads stdin; None: null)."""
+    if text is None:
+        return None
+    source = sys.stdin.read() if text == "-" else text
+    try:
+        return json.loads(source)
+    except RecursionError:
+        raise click.BadParameter("nests too deeply", param_hint="'JSON'") from None
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"not valid JSON: {first_line(exc)}", param_hint="'JSON'"
+        ) from None

@@ -3,8 +3,10 @@ returns the notice the next page shows."""
 
 from __future__ import annotations
 
+import json
+
 from venturi.client import Queue
-from venturi.errors import InvalidJob
+from venturi.errors import InvalidJob, first_line
 from venturi.flow.limits import checked_kinds
 
 
@@ -26,6 +28,17 @@ def on_job(queue: Queue, job_id: str, action: str) -> str:
     return (
         f"job {job_id} is {record.status.value}: only a pending job due later can be made due now"
     )
+
+
+def signal(queue: Queue, job_id: str, name: str, payload: str) -> str:
+    """Send signal ``name`` with a JSON ``payload`` (empty: null) to one job (as
+    `venturi signal`)."""
+    try:
+        value = json.loads(payload) if payload.strip() else None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidJob(f"signal payload is not valid JSON: {first_line(exc)}") from None
+    woke = queue.signal(job_id, name, value)
+    return f"signalled {job_id} {name}" + (" (woke it)" if woke else "")
 
 
 def on_kind(queue: Queue, kind: str, action: str) -> str:

@@ -41,6 +41,7 @@ _STATIC: Final = {"dashboard.css": "text/css", "dashboard.js": "text/javascript"
 _JOB: Final = re.compile(r"/jobs/([0-9A-Za-z-]{26,36})")
 _JOB_ACTION: Final = re.compile(r"/jobs/([0-9A-Za-z-]{26,36})/(cancel|requeue|retry)")
 _KIND_ACTION: Final = re.compile(r"/kinds/(pause|resume)")
+_SIGNAL_ACTION: Final = re.compile(r"/jobs/([0-9A-Za-z-]{26,36})/signal")
 _WORKFLOW: Final = re.compile(r"/workflows/([0-9A-Za-z-]{26,36})")
 # A same-origin path: one slash, then no slash or backslash; no space, control
 # character or backslash anywhere (browsers drop tabs and line breaks, so "/\t/host"
@@ -279,6 +280,11 @@ class Dashboard:
         try:
             if match := _JOB_ACTION.fullmatch(path):
                 notice = actions.on_job(self.queue, match.group(1), match.group(2))
+            elif match := _SIGNAL_ACTION.fullmatch(path):
+                form = request.form
+                notice = actions.signal(
+                    self.queue, match.group(1), form.get("name", ""), form.get("payload", "")
+                )
             elif match := _KIND_ACTION.fullmatch(path):
                 notice = actions.on_kind(self.queue, request.form.get("kind", ""), match.group(1))
             elif path == "/dead/requeue":

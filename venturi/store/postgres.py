@@ -28,9 +28,29 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 from ulid import ULID
 
-from venturi.errors import ConfigurationError, DuplicateJob, InvalidJob, StoreError
+from venturi.durable import SignalRefused
+from venturi.errors import (
+    ConfigurationError,
+    DuplicateJob,
+    InvalidJob,
+    StoreError,
+    UnknownJob,
+)
 from venturi.flow.limits import KindLimits
-from venturi.models import SMALLINT_MIN, CleanupCriteria, JobId, JobRecord, NewJob, Outcome, to_uuid
+from venturi.models import (
+    SMALLINT_MIN,
+    CleanupCriteria,
+    DurableState,
+    JobId,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    Outcome,
+    SignalRecord,
+    StepRecord,
+    WaitRecord,
+    to_uuid,
+)
 from venturi.observations import WorkerPresence
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES
 from venturi.prefix import Prefix
@@ -858,6 +878,98 @@ class PostgresStore:
         """Move unfinished jobs ``seconds`` into the past, as if that much time had gone by:
         pending jobs come due that much earlier and claims expire that much earlier."""
         self._run("advance_clock", {"seconds": seconds}, conn)
+
+    # -- durable handlers -------------------------------------------------------------
+
+    def steps_of(self, job_id: JobId) -> list[StepRecord]:
+        """The steps the job's runs recorded, in the order they were reached."""
+        return [StepRecord.from_row(r) for r in self._run("steps_of", {"id": to_uuid(job_id)})]
+
+    def record_step(
+        self,
+        claim: Claim,
+        name: str,
+        seq: int,
+        result: str,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> bool:
+        """Record step ``name`` (``result`` as JSON text) for ``claim``'s run, on ``conn``
+        (in its transaction) or on its own; False when the run lost its claim."""
+        params = {
+            "id": claim.job_id.to_uuid(),
+            "owner": claim.claimed_by,
+            "run": claim.run_count,
+            "name": name,
+            "seq": seq,
+            "result": result,
+        }
+        return bool(self._run("step_record", params, conn))
+
+    def record_wait(self, claim: Claim, what: str, name: str, until: datetime) -> bool:
+        """Record what ``claim``'s run is about to wait for; False when it lost its claim."""
+        params = {
+            "id": claim.job_id.to_uuid(),
+            "owner": claim.claimed_by,
+            "run": claim.run_count,
+            "what": what,
+            "name": name,
+            "until": until,
+        }
+        return bool(self._run("wait_record", params))
+
+    def first_signal(self, job_id: JobId, name: str) -> tuple[bool, Any]:
+        """(True, payload) of the job's first signal ``name``, or (False, None)."""
+        rows = self._run("first_signal", {"id": to_uuid(job_id), "name": name})
+        return (True, rows[0][0]) if rows else (False, None)
+
+    def job_outcome(self, job_id: JobId) -> tuple[JobStatus, Any] | None:
+        """The job's status and, once completed, its return value; None if unknown."""
+        job = self.reads.get(job_id)
+        if job is None:
+            return None
+        if job.status is not JobStatus.COMPLETED:
+            return job.status, None
+        return job.status, self.reads.results([job.id]).get(job.id)
+
+    def signal(
+        self,
+        job_id: JobId,
+        name: str,
+        payload: str | None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> bool:
+        """Deliver signal ``name`` (``payload`` as JSON text) to the job, on ``conn`` (in
+        the caller's transaction) or in one of its own; True when it woke the job. Raises
+        `UnknownJob` or `SignalRefused` (finished job), having written nothing."""
+        params = {"id": to_uuid(job_id), "name": name, "payload": payload}
+        with contextlib.ExitStack() as stack:
+            if conn is None:
+                conn = stack.enter_context(self.transaction())
+            rows = self._run("signal_lock", {"id": params["id"]}, conn)
+            if not rows:
+                raise UnknownJob(f"signal {name!r}: no job has id {job_id}")
+            if JobStatus(rows[0][0]).terminal:
+                raise SignalRefused(
+                    f"signal {name!r}: job {job_id} is {rows[0][0]}; a finished job takes no "
+                    "signals and nothing was written"
+                )
+            return bool(self._run("signal_send", params, conn)[0][1])
+
+    def wake_signalled(self, claim: Claim) -> bool:
+        """After ``claim``'s run settled waiting for a signal: make the job due now if
+        the signal arrived while the run still held it; True when it did."""
+        rows = self._run("wake_signalled", {"id": claim.job_id.to_uuid(), "run": claim.run_count})
+        return bool(rows)
+
+    def durable_state(
+        self, job_id: JobId, conn: psycopg.Connection[Any] | None = None
+    ) -> DurableState:
+        """The job's recorded steps, the signals sent to it, and what it waits for."""
+        uid = to_uuid(job_id)
+        steps = tuple(StepRecord.from_row(r) for r in self._run("steps_of", {"id": uid}, conn))
+        signals = tuple(SignalRecord(*r) for r in self._run("signals_of", {"id": uid}, conn))
+        waits = self._run("wait_of", {"id": uid}, conn)
+        return DurableState(steps, signals, WaitRecord(*waits[0]) if waits else None)
 
     # -- waiting for jobs -------------------------------------------------------------
 

@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from venturi.context import JobContext
+from venturi.durable import DurableRuns, waits_for_signal
 from venturi.errors import ConfigurationError
-from venturi.models import JobRecord
+from venturi.models import JobRecord, Outcome
 from venturi.registry import JobDefinition
 from venturi.settlements import Claim, Settlement
 from venturi.store.postgres import PostgresStore
@@ -81,11 +82,13 @@ def run_claimed(
         settlement = run_inline(
             store,
             definition,
-            JobContext(job, extend=extend, parents=parents),
+            JobContext(job, extend=extend, parents=parents, durable=DurableRuns(store)),
         )
     except BaseException:
         # KeyboardInterrupt or SystemExit from the handler: hand the job back untouched.
         store.settle(claim, Settlement.release("drain interrupted"))
         raise
     if settlement is not None:
-        store.settle(claim, settlement)
+        outcome = store.settle(claim, settlement)
+        if outcome is Outcome.PAUSED and waits_for_signal(settlement.facts):
+            store.wake_signalled(claim)

@@ -13,6 +13,7 @@ import attrs
 from ulid import ULID
 
 from venturi.context import JobContext
+from venturi.durable import DurableRun
 from venturi.models import JobRecord
 from venturi.registry import JobDefinition
 from venturi.settlements import Claim
@@ -56,10 +57,12 @@ class HeldJobs:
         definitions: Mapping[str, JobDefinition],
         extend: Callable[[HeldJob], bool],
         parents: Callable[[ULID], dict[ULID, Any]],
+        durable: Callable[[Claim], DurableRun] | None = None,
     ) -> None:
         self._definitions = definitions
         self._extend = extend
         self._parents = parents
+        self._durable = durable
         self._lock = threading.Lock()
         self._jobs: dict[ULID, HeldJob] = {}
         # (job id, run) of runs let go, still claimed in the database until their lease
@@ -74,7 +77,12 @@ class HeldJobs:
         def extend() -> bool:
             return self._extend(held)
 
-        context = JobContext(job, extend=extend, parents=functools.partial(self._parents, job.id))
+        context = JobContext(
+            job,
+            extend=extend,
+            parents=functools.partial(self._parents, job.id),
+            durable=self._durable,
+        )
         held = HeldJob(job, self._definitions[job.kind], context)
         self.add(held)
         return held

@@ -15,6 +15,7 @@ from typing import Final
 
 import attrs
 
+from venturi.durable import DurableRuns
 from venturi.errors import (
     ConfigurationError,
     ForkedError,
@@ -230,7 +231,12 @@ class Worker:
         spawn = self._supervisor.thread
         side = self.store.sibling(pool_size=1)
         lease_keeper = Leases(side, self.events)
-        held = HeldJobs(self.definitions, lease_keeper.extend_one, self.store.reads.parent_results)
+        held = HeldJobs(
+            self.definitions,
+            lease_keeper.extend_one,
+            self.store.reads.parent_results,
+            DurableRuns(self.store, self.definitions),
+        )
         presence = WorkerPresence(self.name, tuple(leases), self.concurrency, heartbeat_every)
         heartbeat = Heartbeat(lease_keeper, held, presence)
         settler = Settler(

@@ -20,6 +20,7 @@ from typing import Final
 
 import attrs
 
+from venturi.durable import waits_for_signal
 from venturi.errors import StoreError, StoreUnavailable, first_line
 from venturi.events import WorkerEvents
 from venturi.models import Outcome
@@ -98,6 +99,8 @@ class Settler:
         its event and log line)."""
         started = held.started_at if held.started_at is not None else time.monotonic()
         try:
+            if outcome is Outcome.PAUSED and waits_for_signal(settlement.facts):
+                self._wake_if_signalled(held)
             self.events.job_settled(held.job, settlement, outcome, time.monotonic() - started)
             if outcome is None:
                 logger.warning(
@@ -111,6 +114,19 @@ class Settler:
                 )
         finally:
             self.held.remove(held)
+
+    def _wake_if_signalled(self, held: HeldJob) -> None:
+        """A durable run suspended waiting for a signal: a signal sent while it still
+        held the job woke nothing, so look once more now that the job is pending. A
+        failure here only delays the job to its timeout (the signal is kept)."""
+        try:
+            self.store.wake_signalled(held.claim)
+        except Exception:
+            logger.exception(
+                "could not check job %s for a signal that arrived during its run",
+                held.job.id,
+                extra=job_extra(held.job),
+            )
 
     def let_go(self, held: HeldJob, exc: BaseException) -> None:
         """Stop holding a run whose settlement could not be written: its lease lapses
