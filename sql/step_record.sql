@@ -4,11 +4,7 @@
 -- Parameters: id, owner, run, name, seq, result (JSON text or null).
 -- Returns: recorded_at when recorded; no row when the run lost its claim.
 WITH held AS (
-    SELECT j.id
-    FROM {jobs} AS j,
-         (SELECT %(id)s::uuid AS id, %(owner)s::text AS owner, %(run)s::integer AS run) AS b
-    WHERE {held_by_run}
-    FOR SHARE OF j
+    {held_run_locked}
 )
 INSERT INTO {steps} (job_id, name, seq, run_no, result)
 SELECT id, %(name)s, %(seq)s, %(run)s, %(result)s::jsonb FROM held

@@ -3,11 +3,7 @@
 -- Parameters: id, owner, run, what ('sleep', 'signal', 'job'), name, until.
 -- Returns: one row when recorded; no row when the run lost its claim.
 WITH held AS (
-    SELECT j.id
-    FROM {jobs} AS j,
-         (SELECT %(id)s::uuid AS id, %(owner)s::text AS owner, %(run)s::integer AS run) AS b
-    WHERE {held_by_run}
-    FOR SHARE OF j
+    {held_run_locked}
 )
 INSERT INTO {waits} AS w (job_id, run_no, what, name, until)
 SELECT id, %(run)s, %(what)s, %(name)s, %(until)s FROM held
