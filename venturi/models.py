@@ -242,8 +242,6 @@ def _optional_ulid(value: object) -> ULID | None:
     return value if value is None or isinstance(value, ULID) else ULID.from_uuid(value)  # type: ignore[arg-type]
 
 
-# Built for every claimed job: without slots the frozen fields are set through the instance
-# dict (see NewJob), half the time of a slotted class's nineteen object.__setattr__ calls.
 @attrs.frozen
 class StepRecord:
     """One recorded step of a durable job: its name, its place in the order the handler
@@ -291,6 +289,8 @@ class DurableState:
     waiting: WaitRecord | None = None
 
 
+# Built for every claimed job: without slots the frozen fields are set through the instance
+# dict (see NewJob), half the time of a slotted class's nineteen object.__setattr__ calls.
 @attrs.frozen(slots=False)
 class JobRecord:
     """One row of the jobs table, as it was when read."""
