@@ -5,19 +5,23 @@
 -- pending priorities by a loose index scan (one probe per priority), and `picked` reads
 -- each (kind, priority) range only up to now(): each claim costs a few short index probes
 -- at any backlog. SKIP LOCKED inside the range scans lets concurrent claimers pass each other.
+-- A fair kind's range is read in tag order instead (fair_claim_idx), so its keys take
+-- turns (migration 0016 tells how tags are written).
 -- A kind that is paused or has limits (its row in {kinds}) is left out here, whatever the
 -- caller believes: its claims go through claim_limited.sql, which takes the kind's turn.
 -- Parameters: kinds (text[]), leases (float8[] seconds, one per kind), priority_floor,
 -- limit, worker. Returns: the claimed jobs (JobRecord.from_row order), unordered.
 WITH RECURSIVE wanted AS (
-    SELECT w.kind, w.lease FROM unnest(%(kinds)s::text[], %(leases)s::float8[]) AS w (kind, lease)
+    SELECT w.kind, w.lease,
+           coalesce((SELECT k.fair FROM {kinds} AS k WHERE k.kind = w.kind), false) AS fair
+    FROM unnest(%(kinds)s::text[], %(leases)s::float8[]) AS w (kind, lease)
     WHERE NOT EXISTS (SELECT FROM {kinds} AS k WHERE k.kind = w.kind AND {kind_held_back})
 ),
 {pending_levels},
-picked AS (
-    SELECT c.id AS picked_id, wanted.lease
+candidates AS (
+    SELECT c.id, c.priority, c.visible_at, wanted.lease
     FROM levels
-    JOIN wanted ON wanted.kind = levels.kind
+    JOIN wanted ON wanted.kind = levels.kind AND NOT wanted.fair
     CROSS JOIN LATERAL (
         SELECT j.id, j.priority, j.visible_at
         FROM {jobs} AS j
@@ -29,7 +33,26 @@ picked AS (
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) AS c
-    ORDER BY c.priority DESC, c.visible_at, c.id
+    UNION ALL
+    SELECT c.id, c.priority, c.visible_at, wanted.lease
+    FROM levels
+    JOIN wanted ON wanted.kind = levels.kind AND wanted.fair
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.visible_at
+        FROM {jobs} AS j
+        WHERE j.status = 'pending' AND j.fair_tag IS NOT NULL
+          AND j.kind = levels.kind
+          AND j.priority = levels.priority
+          AND j.visible_at <= now()
+        ORDER BY j.fair_tag, j.visible_at, j.id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+),
+picked AS (
+    SELECT candidates.id AS picked_id, candidates.lease
+    FROM candidates
+    ORDER BY candidates.priority DESC, candidates.visible_at, candidates.id
     LIMIT %(limit)s
 )
 UPDATE {jobs} AS j

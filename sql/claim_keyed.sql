@@ -4,7 +4,8 @@
 -- stay locked. A loose index scan of the key index walks each kind's distinct pending
 -- keys and reads only each free key's first jobs: a busy key's backlog is never read, so
 -- it holds back no other key. A keyed kind's jobs without a key (enqueued where the kind
--- was not registered) are read past its keyed ones.
+-- was not registered) are read past its keyed ones. A fair kind's free keys take turns by
+-- their first jobs' tags.
 -- Parameters: kinds (text[]), leases (float8[]), priority_floor, limit, worker.
 -- Returns: the claimed jobs (JobRecord.from_row order), unordered.
 WITH RECURSIVE {limited_room},
@@ -33,7 +34,7 @@ keys (kind, key) AS (
     ) AS later
 ),
 candidates AS (
-    SELECT c.id, c.kind, c.priority, c.visible_at
+    SELECT c.id, c.kind, c.priority, c.visible_at, c.fair_tag
     FROM keys
     JOIN keyed ON keyed.kind = keys.kind
     CROSS JOIN LATERAL (
@@ -42,7 +43,7 @@ candidates AS (
           AND r.kind = keys.kind AND r.concurrency_key = keys.key
     ) AS busy
     CROSS JOIN LATERAL (
-        SELECT j.id, j.kind, j.priority, j.visible_at
+        SELECT j.id, j.kind, j.priority, j.visible_at, j.fair_tag
         FROM {jobs} AS j
         WHERE j.status = 'pending' AND j.concurrency_key IS NOT NULL
           AND j.kind = keys.kind AND j.concurrency_key = keys.key
@@ -52,10 +53,10 @@ candidates AS (
         FOR UPDATE SKIP LOCKED
     ) AS c
     UNION ALL
-    SELECT c.id, c.kind, c.priority, c.visible_at
+    SELECT c.id, c.kind, c.priority, c.visible_at, c.fair_tag
     FROM keyed
     CROSS JOIN LATERAL (
-        SELECT j.id, j.kind, j.priority, j.visible_at
+        SELECT j.id, j.kind, j.priority, j.visible_at, j.fair_tag
         FROM {jobs} AS j
         WHERE j.status = 'pending' AND j.kind = keyed.kind AND j.concurrency_key IS NULL
           AND j.visible_at <= now() AND j.priority >= %(priority_floor)s

@@ -8,23 +8,32 @@
 -- concurrency_keys, trace_contexts, statuses, parents_left, on_parent_failures (NULL or
 -- 'run'), notes (the cancellation note or NULL), has_children (a later job of the batch
 -- names it), workflow_id (nullable); the edges as
--- edge_parents, edge_children, edge_open. Returns: the number of jobs inserted.
-WITH inserted AS (
-    INSERT INTO {jobs} (id, kind, payload, priority, visible_at, max_attempts, concurrency_key,
-                        trace_context, status, finished_at, parents_left, on_parent_failure,
-                        has_children, workflow_id)
-    SELECT j.id, j.kind, j.payload, j.priority,
-           coalesce(j.at, now() + make_interval(secs => coalesce(j.delay, 0))),
-           j.max_attempts, j.concurrency_key, j.trace_context, j.status,
-           CASE WHEN j.status = 'cancelled' THEN now() END, j.parents_left,
-           j.on_parent_failure, j.has_children, %(workflow_id)s::uuid
+-- edge_parents, edge_children, edge_open. Jobs of a fair kind are tagged when written
+-- (fragment fair_tags), waiting ones too: a child takes its turn from its enqueue.
+-- Returns: the number of jobs inserted.
+WITH batch AS MATERIALIZED (
+    SELECT *
     FROM unnest(%(ids)b::uuid[], %(kinds)b::text[], %(payloads)b::jsonb[],
                 %(priorities)b::smallint[], %(delays)b::float8[], %(ats)b::timestamptz[],
                 %(max_attempts)b::integer[], %(concurrency_keys)b::text[],
                 %(trace_contexts)b::jsonb[], %(statuses)b::text[], %(parents_left)b::integer[],
                 %(on_parent_failures)b::text[], %(has_children)b::boolean[])
+         WITH ORDINALITY
          AS j (id, kind, payload, priority, delay, at, max_attempts, concurrency_key,
-               trace_context, status, parents_left, on_parent_failure, has_children)
+               trace_context, status, parents_left, on_parent_failure, has_children, n)
+),
+{fair_tags},
+inserted AS (
+    INSERT INTO {jobs} (id, kind, payload, priority, visible_at, max_attempts, concurrency_key,
+                        trace_context, status, finished_at, parents_left, on_parent_failure,
+                        has_children, workflow_id, fair_tag)
+    SELECT j.id, j.kind, j.payload, j.priority,
+           coalesce(j.at, now() + make_interval(secs => coalesce(j.delay, 0))),
+           j.max_attempts, j.concurrency_key, j.trace_context, j.status,
+           CASE WHEN j.status = 'cancelled' THEN now() END, j.parents_left,
+           j.on_parent_failure, j.has_children, %(workflow_id)s::uuid, tags.tag
+    FROM batch AS j
+    LEFT JOIN tags ON tags.n = j.n
     RETURNING id, kind, run_count, status
 ),
 edges AS (

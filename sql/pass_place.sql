@@ -6,7 +6,8 @@
 -- it: the kind's limit holds without taking its turn (its row's lock), which the claims
 -- that add to the kind's claimed jobs still take. The room is read after the completion
 -- (this transaction's own run no longer counts): a kind whose limit was lowered below its
--- claimed jobs, paused, or whose declaration now has a key or rate limit gets nothing.
+-- claimed jobs, paused, or whose declaration now has a key or rate limit or is fair (its
+-- next job is the one with the smallest tag, which the limited claim finds) gets nothing.
 -- Nothing is claimed unless that completion applied: the run's row must be completed by
 -- this very transaction (its version's xmin is this transaction's id), not found
 -- completed already by an earlier one (a completion retried after a lost reply).
@@ -24,7 +25,7 @@ room AS (
                WHERE r.status = 'claimed' AND r.kind = k.kind) AS places
     FROM {kinds} AS k
     JOIN completed_here ON completed_here.kind = k.kind
-    WHERE k.kind = %(kind)s AND NOT k.paused
+    WHERE k.kind = %(kind)s AND NOT k.paused AND NOT k.fair
       AND k.key_concurrency IS NULL AND k.rate_limit IS NULL
 ),
 next_job AS (

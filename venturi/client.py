@@ -32,7 +32,7 @@ from venturi.errors import (
     UnknownKind,
 )
 from venturi.events import WorkerEvents
-from venturi.flow.limits import KindState, checked_kinds
+from venturi.flow.limits import FairKey, KindState, checked_kinds, checked_weights
 from venturi.models import (
     CleanupCriteria,
     HistoryCursor,
@@ -46,6 +46,7 @@ from venturi.models import (
     OnParentFailure,
     StatsSnapshot,
     to_uuid,
+    validate_kind,
 )
 from venturi.observations import DeadGroup, Overview, Throughput, WorkerInfo
 from venturi.payload import DEFAULT_MAX_PAYLOAD_BYTES, encode_json
@@ -214,8 +215,10 @@ class Queue:
         and jitter), ``priority`` (0), ``lease`` (60 s), ``timeout`` (None), ``context``,
         and the flow limits every worker keeps together (None: unlimited):
         ``concurrency`` (claimed at once), ``key_concurrency`` (running per
-        ``concurrency_key``) and ``rate`` (``"N/s"``, ``"N/m"`` or ``"N/h"`` runs started).
-        The payload's keys are the function's keyword arguments (checked at enqueue).
+        ``concurrency_key``) and ``rate`` (``"N/s"``, ``"N/m"`` or ``"N/h"`` runs started);
+        ``fair=True`` claims the kind's due jobs in turn across their ``concurrency_key``
+        values (weights: `set_weights`). The payload's keys are the function's keyword
+        arguments (checked at enqueue).
         With ``context=True`` the first argument is the run's `JobContext`; with
         ``transactional=True`` its writes on ``ctx.conn`` commit with the fenced completion.
         ``max_result_bytes`` (default: the queue's) bounds the JSON of its runs' results.
@@ -546,8 +549,34 @@ class Queue:
 
     def kinds(self) -> list[KindState]:
         """Each kind's flow control as the database holds it: paused, the latest
-        declared limits (and who declared them), and its jobs claimed now."""
+        declared limits and fairness (and who declared them), and its jobs claimed now."""
         return self.reads.kinds()
+
+    def set_weights(self, kind: str, weights: Mapping[str, float | None]) -> None:
+        """Give keys of the fair ``kind`` their share of its claims: over a busy period,
+        keys with due jobs are claimed in proportion to their weights (a key without
+        one weighs 1; None sets a key back to 1). Stored in the database, so every
+        worker on every host follows them at once, for the keys' pending jobs too.
+
+        Raises `ConfigurationError` for a weight that is not a number within
+        (0, 1,000,000] or a bad key, and `UnknownKind` unless a worker has declared
+        ``kind`` fair; nothing is written then.
+        """
+        checked = checked_weights(weights)
+        self.store.set_weights(validate_kind(kind), checked)
+
+    def weights(self, kind: str | None = None) -> dict[str, dict[str, float]]:
+        """The weights set for each fair kind's keys (those of ``kind`` only, if given)."""
+        return self.reads.weights(None if kind is None else validate_kind(kind))
+
+    def fair_keys(
+        self, kinds: Sequence[str] | None = None, limit: int = 10
+    ) -> dict[str, list[FairKey]]:
+        """For each fair kind (of ``kinds``, if given), the ``limit`` keys with the most
+        due jobs, with how many of their jobs run now."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigurationError(f"limit must be an int >= 1, got {limit!r}")
+        return self.reads.fair_keys(None if kinds is None else checked_kinds(kinds), limit)
 
     # -- operators -----------------------------------------------------------
 

@@ -70,6 +70,11 @@ _SUFFIXES: Final = {
     "waits": "_waits",
     "waits_pkey": "_waits_pkey",
     "waits_job_fkey": "_waits_job_fk",
+    "fair_weights": "_fair_weights",
+    "fair_weights_pkey": "_fair_w_pkey",
+    "fair_weights_check": "_fair_w_ck",
+    "fair_claim_idx": "_jobs_fair_idx",
+    "fair_key_idx": "_jobs_fairkey_idx",
 }
 LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX

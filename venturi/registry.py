@@ -14,7 +14,14 @@ from ulid import ULID
 from venturi.backoff import Backoff, Exponential
 from venturi.durations import Duration, to_seconds
 from venturi.errors import ConfigurationError, InvalidJob
-from venturi.flow.limits import KindLimits, Rate, to_concurrency, to_key_concurrency, to_rate
+from venturi.flow.limits import (
+    KindLimits,
+    Rate,
+    to_concurrency,
+    to_fair,
+    to_key_concurrency,
+    to_rate,
+)
 from venturi.models import validate_kind, validate_max_attempts, validate_priority
 
 P = ParamSpec("P")
@@ -44,6 +51,7 @@ class JobOptions(TypedDict, total=False):
     concurrency: int | None
     key_concurrency: int | None
     rate: str | Rate | None
+    fair: bool
     transactional: bool
     transaction: TransactionSource | None
     max_result_bytes: int
@@ -122,6 +130,8 @@ class JobDefinition:
     concurrency: int | None = attrs.field(default=None, converter=to_concurrency)
     key_concurrency: int | None = attrs.field(default=None, converter=to_key_concurrency)
     rate: Rate | None = attrs.field(default=None, converter=to_rate)
+    # Claim the kind's due jobs in turn across their concurrency keys.
+    fair: bool = attrs.field(default=False, converter=to_fair)
     # Run the handler in a transaction (``ctx.conn``) that the completion commits.
     transactional: bool = attrs.field(default=False, kw_only=True)
     # Where that transaction comes from; None: a connection of the worker's own.
@@ -163,19 +173,20 @@ class JobDefinition:
     @property
     def limits(self) -> KindLimits:
         """The flow limits a worker running this kind declares."""
-        return KindLimits(self.kind, self.concurrency, self.key_concurrency, self.rate)
+        return KindLimits(self.kind, self.concurrency, self.key_concurrency, self.rate, self.fair)
 
     def check_concurrency_key(self, key: str | None) -> None:
-        """Raise `InvalidJob` unless a key is given exactly when the kind limits keys."""
+        """Raise `InvalidJob` unless a key is given exactly when the kind limits keys, or
+        is given or not for a fair kind (its jobs without a key share one turn)."""
         if self.key_concurrency is not None and key is None:
             raise InvalidJob(
                 f"kind {self.kind!r} has key_concurrency={self.key_concurrency}, so every "
                 "job of it needs a concurrency_key"
             )
-        if self.key_concurrency is None and key is not None:
+        if self.key_concurrency is None and not self.fair and key is not None:
             raise InvalidJob(
-                f"concurrency_key given, but kind {self.kind!r} has no key_concurrency "
-                "(declare it in the kind's job decorator)"
+                f"concurrency_key given, but kind {self.kind!r} has no key_concurrency and "
+                "is not fair (declare either in the kind's job decorator)"
             )
 
     def check_payload(self, payload: Mapping[str, Any]) -> None:

@@ -1,12 +1,13 @@
--- Fragment {limited_claimed}: from the CTE `candidates` (id, kind, priority, visible_at)
--- and `room`, the CTEs that claim each kind's best candidates up to its places (and
+-- Fragment {limited_claimed}: from the CTE `candidates` (id, kind, priority, visible_at,
+-- fair_tag) and `room`, the CTEs that claim each kind's best candidates up to its places (and
 -- %(limit)s in all) for %(worker)s, and record them as the rate's starts at
 -- statement_timestamp(): after the kinds' locks, so successive turns never go back in time.
 ranked AS (
     SELECT candidates.*,
            row_number() OVER (
                PARTITION BY candidates.kind
-               ORDER BY candidates.priority DESC, candidates.visible_at, candidates.id
+               ORDER BY candidates.priority DESC, candidates.fair_tag, candidates.visible_at,
+                        candidates.id
            ) AS nth
     FROM candidates
 ),

@@ -1,10 +1,11 @@
--- Fragment {limited_room}: the CTE `room` (kind, lease, places) of each kind asked for
+-- Fragment {limited_room}: the CTE `room` (kind, lease, key_concurrency, fair, places) of
+-- each kind asked for
 -- in %(kinds)s / %(leases)s that is not paused, with the runs it may start now: at most
 -- %(limit)s, its concurrency less its claimed jobs, and its rate less the runs started in
 -- the rate's window (a limit that is NULL limits nothing: least() skips it). Read after
 -- the kinds' rows were locked (claim_limited_lock.sql), so the counts are current.
 room AS (
-    SELECT w.kind, w.lease, k.key_concurrency,
+    SELECT w.kind, w.lease, k.key_concurrency, coalesce(k.fair, false) AS fair,
            least(
                %(limit)s,
                k.concurrency - (

@@ -46,6 +46,7 @@ def test_migrate_applies_everything_once_then_is_a_no_op(
         f"{prefix}{s}"
         for s in (
             "_deps",
+            "_fair_weights",
             "_jobs",
             "_journal",
             "_kinds",
@@ -114,7 +115,7 @@ def test_eight_processes_migrating_one_fresh_prefix_make_one_schema(
         assert probe.rows(
             "SELECT version, count(*) FROM {schema_history} GROUP BY 1 ORDER BY 1"
         ) == [(version, 1) for version, _ in known_migrations()]
-        assert len(_tables(database_dsn, prefix)) == 10
+        assert len(_tables(database_dsn, prefix)) == 11
     finally:
         probe.close()
     print(f"8 processes migrated one prefix in {elapsed:.2f}s after release: one applied, 7 no-ops")

@@ -66,6 +66,7 @@ NOT_HOOKED: dict[str, str] = {
             "cleanup",
             "sync_schedules",
             "declare_kinds",
+            "set_weights",
             "pause_kinds",
             "resume_kinds",
             "beat_worker",

@@ -25,8 +25,8 @@ class FlowView:
     then read back from the database, where the latest declaration of each kind wins.
 
     ``limited``: the worker's kinds claimed through the limited claim; ``rated``: those
-    of them with a rate; ``passed``: those with a global concurrency and no other
-    limit, whose completed runs pass their place straight to the kind's next job
+    of them with a rate; ``passed``: those with a global concurrency, no other limit
+    and not fair, whose completed runs pass their place straight to the kind's next job
     (`venturi.worker.passing`).
     Until the first read, the worker's own declaration stands in for the database's.
     """
@@ -68,5 +68,8 @@ class FlowView:
         self.passed = frozenset(
             d.kind
             for d in limits
-            if d.concurrency is not None and d.key_concurrency is None and d.rate is None
+            if d.concurrency is not None
+            and d.key_concurrency is None
+            and d.rate is None
+            and not d.fair
         )

@@ -4,7 +4,9 @@ COPY streams the rows in PostgreSQL's binary format: no statement to parse or pl
 arrays to build and unpack, and the server starts writing rows while the client still
 formats the later ones. It cannot compute a value (a delay in database time) nor notify,
 so it takes only jobs due now without a dedup key or parents (`copyable`), and the
-notification of each kind follows in the same transaction (notify_kinds.sql).
+notification of each kind follows in the same transaction (notify_kinds.sql). The jobs of
+a fair kind carry their tags in the COPY data, computed here from what fair_bases.sql
+returns, in the same round trip as the notification.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from venturi.store import sqlfiles
 COPY_MIN_JOBS: Final = 128
 
 # The PostgreSQL types of the columns of copy_jobs.sql, in its order.
-_COLUMN_TYPES: Final = ("uuid", "text", "jsonb", "int2", "int4", "text", "jsonb")
+_COLUMN_TYPES: Final = ("uuid", "text", "jsonb", "int2", "int4", "text", "jsonb", "float8")
 
 _UUID_OID: Final = 2950
 _JSONB_OID: Final = 3802
@@ -99,8 +101,11 @@ def copy_jobs(
             if own_transaction:
                 cur.execute(_BEGIN)
             cur.execute(sqlfiles.statement("notify_kinds", prefix), {"kinds": kinds})
+            bases = conn.cursor(row_factory=tuple_row)
+            bases.execute(sqlfiles.statement("fair_bases", prefix), _distinct_keys(jobs))
         try:
-            _copy_rows(cur, prefix, ids, jobs)
+            tags = _fair_tags(jobs, bases.fetchall())
+            _copy_rows(cur, prefix, ids, jobs, tags)
         except BaseException:
             if own_transaction and not conn.closed:
                 conn.rollback()
@@ -109,8 +114,39 @@ def copy_jobs(
             conn.commit()
 
 
+def _distinct_keys(jobs: Sequence[NewJob]) -> dict[str, list[Any]]:
+    """The batch's distinct (kind, priority, concurrency key), as fair_bases.sql takes them."""
+    triples = list(dict.fromkeys((job.kind, job.priority, job.concurrency_key) for job in jobs))
+    return {
+        "kinds": [kind for kind, _, _ in triples],
+        "priorities": [priority for _, priority, _ in triples],
+        "keys": [key for _, _, key in triples],
+    }
+
+
+def _fair_tags(jobs: Sequence[NewJob], bases: Sequence[tuple[Any, ...]]) -> list[float | None]:
+    """Each job's fair-share tag (None for a kind that is not fair): its key's first tag,
+    then one step more for each earlier job of the key in the batch (fragment fair_tags)."""
+    if not bases:
+        return [None] * len(jobs)
+    following = {(kind, priority, key): [first, step] for kind, priority, key, first, step in bases}
+    tags: list[float | None] = []
+    for job in jobs:
+        base = following.get((job.kind, job.priority, job.concurrency_key))
+        if base is None:
+            tags.append(None)
+            continue
+        tags.append(float(base[0]))
+        base[0] += base[1]
+    return tags
+
+
 def _copy_rows(
-    cur: psycopg.Cursor[Any], prefix: Prefix, ids: Sequence[ULID], jobs: Sequence[NewJob]
+    cur: psycopg.Cursor[Any],
+    prefix: Prefix,
+    ids: Sequence[ULID],
+    jobs: Sequence[NewJob],
+    tags: Sequence[float | None],
 ) -> None:
     # On this cursor only: by type oid, used by COPY's set_types and nowhere else.
     cur.adapters.register_dumper(None, _UlidDumper)
@@ -118,7 +154,7 @@ def _copy_rows(
     with cur.copy(sqlfiles.statement("copy_jobs", prefix)) as copy:
         copy.set_types(_COLUMN_TYPES)
         write = copy.write_row
-        for job_id, job in zip(ids, jobs, strict=True):
+        for job_id, job, tag in zip(ids, jobs, tags, strict=True):
             write(
                 (
                     job_id,
@@ -128,5 +164,6 @@ def _copy_rows(
                     job.max_attempts,
                     job.concurrency_key,
                     job.trace_context_json,
+                    tag,
                 )
             )

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
@@ -35,6 +35,7 @@ from venturi.errors import (
     InvalidJob,
     StoreError,
     UnknownJob,
+    UnknownKind,
 )
 from venturi.flow.limits import KindLimits
 from venturi.models import (
@@ -96,6 +97,9 @@ DEFAULT_PREPARED_STATEMENTS: Final[Preparation] = "auto"
 # The statements that drop a prefix, in order: its tables, then its function and the
 # domains its tables' columns used (one statement per SQL file).
 DROP_PREFIX_STATEMENTS: Final = ("drop_prefix", "drop_prefix_function", "drop_prefix_types")
+# How long a declaration that turns a kind fair waits for the writes of the jobs table
+# in progress to end (`declare_kinds`); it holds new writes back meanwhile.
+FAIR_LOCK_TIMEOUT: Final = 5.0
 # How often a run's end is written again after racing enqueues took its job's dedup key.
 _KEY_TAKEN_ATTEMPTS: Final = 5
 # Waiting out a row another session holds locked (a one-run settlement, a transactional
@@ -773,20 +777,53 @@ class PostgresStore:
     # -- flow control -----------------------------------------------------------------
 
     def declare_kinds(self, limits: Sequence[KindLimits], declared_by: str) -> None:
-        """Record these kinds' limits as ``declared_by``'s: the latest declaration wins."""
+        """Record these kinds' limits as ``declared_by``'s: the latest declaration wins.
+
+        A kind declared fair that the database does not hold fair yet turns fair in a
+        transaction that first waits for every write of the jobs table to end and holds
+        new ones back while it tags the kind's jobs already written, so that no job of
+        it is left without a tag (`FAIR_LOCK_TIMEOUT` bounds the wait; the worker's
+        next refresh tries again)."""
         if not limits:
             return
-        self._run(
-            "declare_kinds",
-            {
-                "kinds": [d.kind for d in limits],
-                "concurrencies": [d.concurrency for d in limits],
-                "key_concurrencies": [d.key_concurrency for d in limits],
-                "rate_limits": [None if d.rate is None else d.rate.count for d in limits],
-                "rate_windows": [None if d.rate is None else d.rate.window for d in limits],
-                "declared_by": declared_by,
-            },
-        )
+        params = {
+            "kinds": [d.kind for d in limits],
+            "concurrencies": [d.concurrency for d in limits],
+            "key_concurrencies": [d.key_concurrency for d in limits],
+            "rate_limits": [None if d.rate is None else d.rate.count for d in limits],
+            "rate_windows": [None if d.rate is None else d.rate.window for d in limits],
+            "fairs": [d.fair for d in limits],
+            "declared_by": declared_by,
+        }
+        fair = sorted(d.kind for d in limits if d.fair)
+        if not fair:
+            self._run("declare_kinds", params)
+            return
+        with self.transaction() as conn:
+            becoming = [row[0] for row in self._run("fair_becoming", {"kinds": fair}, conn)]
+            if becoming:
+                conn.execute(_local_lock_timeout(FAIR_LOCK_TIMEOUT))
+                self._run("fair_jobs_lock", None, conn)
+            self._run("declare_kinds", params, conn)
+            if becoming:
+                self._run("fair_tag_existing", {"kinds": becoming}, conn)
+
+    def set_weights(self, kind: str, weights: Mapping[str, float | None]) -> None:
+        """Store each key's weight in the fair ``kind`` (None: back to the default, 1),
+        and space the key's pending jobs by its new weight from the first of them, so
+        that every claim follows the new weights at once. Raises `UnknownKind` unless
+        the database holds ``kind`` fair; nothing is written then."""
+        keys = list(weights)
+        values = [weights[key] for key in keys]
+        with self.transaction() as conn:
+            rows = self._run(
+                "fair_weights_set", {"kind": kind, "keys": keys, "weights": values}, conn
+            )
+            if not rows:
+                raise UnknownKind(
+                    f"kind {kind!r} is not fair here: a worker must declare it fair "
+                    "(fair=True) before its weights are set"
+                )
 
     def pause_kinds(self, kinds: Sequence[str]) -> list[str]:
         """Pause ``kinds`` for every worker; returns those that were not paused yet."""
@@ -1186,6 +1223,11 @@ def _in_claim_order(jobs: list[JobRecord]) -> list[JobRecord]:
     """Highest priority first, then the longest visible."""
     jobs.sort(key=lambda j: (-j.priority, j.visible_at, j.id))
     return jobs
+
+
+def _local_lock_timeout(seconds: float) -> bytes:
+    # At least 1ms: PostgreSQL reads lock_timeout = 0 as "wait forever".
+    return f"SET LOCAL lock_timeout = '{max(1, round(seconds * 1000))}ms'".encode()
 
 
 def _transaction_unless_autocommit(

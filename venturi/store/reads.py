@@ -17,7 +17,7 @@ import attrs
 import psycopg
 from ulid import ULID
 
-from venturi.flow.limits import KindState
+from venturi.flow.limits import FairKey, KindState
 from venturi.models import (
     HistoryCursor,
     HistoryFilter,
@@ -167,6 +167,24 @@ class ReadStore:
     def kinds(self) -> list[KindState]:
         """Every kind with a row of flow control: pause, declared limits, running jobs."""
         return [KindState.from_row(row) for row in self._read("kinds")]
+
+    def weights(self, kind: str | None = None) -> dict[str, dict[str, float]]:
+        """The weights set for each fair kind's keys (those of ``kind`` only, if given)."""
+        found: dict[str, dict[str, float]] = {}
+        for name, key, weight in self._read("fair_weights", {"kind": kind}):
+            found.setdefault(name, {})[key] = float(weight)
+        return found
+
+    def fair_keys(
+        self, kinds: Sequence[str] | None = None, limit: int = 10
+    ) -> dict[str, list[FairKey]]:
+        """For each fair kind (of ``kinds``, if given), its ``limit`` keys with the most
+        due jobs, with their running jobs. Reads the kinds' unfinished jobs once."""
+        found: dict[str, list[FairKey]] = {}
+        params = {"kinds": None if kinds is None else list(kinds), "limit": limit}
+        for kind, key, due, running in self._read("fair_keys", params):
+            found.setdefault(kind, []).append(FairKey(key, int(due), int(running)))
+        return found
 
     def schedules(self) -> list[ScheduleInfo]:
         """Every schedule row of the prefix (inactive ones too)."""

@@ -1,0 +1,6 @@
+-- Waits for every transaction writing the jobs table to end and holds new writes back
+-- until this transaction ends: a job enqueued while a kind turns fair is then either
+-- written before (and tagged by fair_tag_existing.sql) or sees the kind fair (and is
+-- tagged as it is written). Runs only when a declaration turns a kind fair.
+-- Parameters: none. Returns: nothing.
+LOCK TABLE {jobs} IN SHARE MODE
