@@ -58,6 +58,7 @@ def test_demo_keep_leaves_tables_to_explore(invoke: Invoke, database_dsn: str) -
     try:
         assert _tables(database_dsn, prefix) == [
             f"{prefix}_deps",
+            f"{prefix}_fair_weights",
             f"{prefix}_jobs",
             f"{prefix}_journal",
             f"{prefix}_kinds",

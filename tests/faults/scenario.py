@@ -32,12 +32,20 @@ def prepare(dsn: str, prefix: str, **queue_options: Any) -> venturi.Queue:
 
 
 def enqueue_work(
-    queue: venturi.Queue, count: int, kind: str = ledger.WORK_KIND, **payload: Any
+    queue: venturi.Queue,
+    count: int,
+    kind: str = ledger.WORK_KIND,
+    keys: int = 0,
+    **payload: Any,
 ) -> list[ULID]:
-    """``count`` ledger jobs (of ``kind``) in batches of 500."""
+    """``count`` ledger jobs (of ``kind``) in batches of 500; with ``keys``, spread over
+    that many concurrency keys in turn."""
     ids: list[ULID] = []
     for start in range(0, count, 500):
-        batch = [venturi.NewJob(kind, payload) for _ in range(min(500, count - start))]
+        batch = [
+            venturi.NewJob(kind, payload, concurrency_key=f"key:{n % keys}" if keys else None)
+            for n in range(start, min(start + 500, count))
+        ]
         ids += queue.enqueue_many(batch)
     return ids
 
@@ -146,13 +154,14 @@ def run_under_sigkills(
     workers: int,
     lease: float,
     reaper_interval: float,
+    keys: int = 0,
 ) -> SigkillRun:
     """``jobs`` ledger jobs of ``kind`` (15 ms each) drained by ``workers`` processes at
     concurrency 4, one SIGKILLed ``kills`` times at random (seed ``VENTURI_FAULT_SEED``),
     paced by progress so all land mid-run, each replaced at once; returns once every job
-    is settled."""
+    is settled. With ``keys``, the jobs are spread over that many concurrency keys."""
     queue = prepare(dsn, prefix)
-    ids = enqueue_work(queue, jobs, kind, ms=15, cooperative=False)
+    ids = enqueue_work(queue, jobs, kind, keys, ms=15, cooperative=False)
     queue.close()
     fleet = make_fleet(dsn, prefix, lease=lease, reaper_interval=reaper_interval, concurrency=4)
     for _ in range(workers):

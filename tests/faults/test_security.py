@@ -179,6 +179,7 @@ def _grant_prefix(dsn: str, prefix: str, role: str) -> None:
                         "steps",
                         "signals",
                         "waits",
+                        "fair_weights",
                     )
                 ),
                 sql.Identifier(role),

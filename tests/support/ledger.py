@@ -32,6 +32,7 @@ from venturi.registry import JobOptions
 
 WORK_KIND: Final = "fault.work"
 TXN_KIND: Final = "fault.txn"
+FAIR_KIND: Final = "fault.fair"
 GIL_KIND: Final = "fault.gil"
 HANG_KIND: Final = "test.hang"
 STUBBORN_KIND: Final = "test.stubborn"
@@ -189,6 +190,13 @@ def register(queue: venturi.Queue, ledger: Ledger, *, lease: float, max_attempts
             time.sleep(seconds)
         ledger.finished(ctx, token)
         return ctx.attempt
+
+    @queue.job(FAIR_KIND, **policy, fair=True)
+    def fair(
+        ctx: venturi.JobContext, ms: int = 0, first_ms: int | None = None, cooperative: bool = True
+    ) -> int:
+        """`work`, of a fair kind: its jobs take turns across their concurrency keys."""
+        return work(ctx, ms, first_ms, cooperative)
 
     transactional: JobOptions = {**policy, "transactional": True}
 

@@ -1,7 +1,7 @@
 """A worker process for the flow control races, run as
 ``python -m tests.worker.flow_proc DSN PREFIX [options]`` from the project root.
 
-It registers the kind ``limited`` with the given limits, prints ``ready`` once its
+It registers the kind ``limited`` with the given limits (and fairness), prints ``ready`` once its
 listener's self-probe came back, and runs `Worker.run` until SIGTERM. Each run sleeps
 ``--sleep`` seconds and records itself in ``PREFIX_flowledger`` (created by the test;
 written by a thread of its own, moments later): the claim's database time (its lease's
@@ -37,6 +37,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--key-limit", type=int, default=None)
     parser.add_argument("--rate", default=None)
     parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--fair", action="store_true")
     args = parser.parse_args(argv)
     queue = venturi.Queue(args.dsn, prefix=args.prefix, pool_size=args.concurrency + 4)
     insert = sql.SQL(
@@ -57,6 +58,7 @@ def main(argv: list[str]) -> None:
         concurrency=args.limit,
         key_concurrency=args.key_limit,
         rate=args.rate,
+        fair=args.fair,
     )
     def limited(ctx: JobContext, n: int) -> None:
         started = time.time()
