@@ -66,3 +66,86 @@ def test_enqueue_takes_a_concurrency_key_and_job_shows_it(
     assert "customer:42" in invoke("job", result.stdout.strip()).output
     refused = invoke("enqueue", "crm.sync", "{}", "--concurrency-key", "x" * 256)
     assert refused.exit_code == 1 and "concurrency_key" in refused.output
+
+
+def test_kinds_shows_a_fair_kind_and_set_weights_sets_its_keys_weights(
+    invoke: Invoke, queue: venturi.Queue
+) -> None:
+    @queue.job("reports.render", fair=True)
+    def render() -> None:
+        pass
+
+    worker = queue.worker(kinds=["reports.render"], concurrency=1)
+    worker.start()
+    worker.stop()
+    assert json.loads(invoke("kinds", "--json").output)["reports.render"]["fair"] is True
+    assert "fair" in invoke("kinds").output
+    assert "every key weighs 1" in invoke("kinds", "--weights").output
+    result = invoke("set-weights", "reports.render", "tenant:42=3", "tenant:7=0.5")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "reports.render tenant:42: 3",
+        "reports.render tenant:7: 0.5",
+    ]
+    assert queue.weights() == {"reports.render": {"tenant:42": 3.0, "tenant:7": 0.5}}
+    shown = invoke("kinds", "--weights").output
+    assert "tenant:42" in shown and "0.5" in shown
+    listed = json.loads(invoke("kinds", "--weights", "--json").output)
+    assert listed == {"reports.render": {"tenant:42": 3.0, "tenant:7": 0.5}}
+    assert invoke("set-weights", "reports.render", "tenant:7=default").exit_code == 0
+    assert queue.weights() == {"reports.render": {"tenant:42": 3.0}}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("reports.render", "tenant:1=-2"), "above 0"),
+        (("reports.render", "tenant:1=nan"), "above 0"),
+        (("reports.render", "tenant:1=lots"), "must be a number"),
+        (("reports.render", "tenant:1"), "KEY=WEIGHT"),
+        (("plain", "tenant:1=2"), "not fair"),
+    ],
+)
+def test_set_weights_refuses_bad_weights_and_writes_nothing(
+    invoke: Invoke, queue: venturi.Queue, args: tuple[str, ...], message: str
+) -> None:
+    @queue.job("reports.render", fair=True)
+    def render() -> None:
+        pass
+
+    worker = queue.worker(kinds=["reports.render"], concurrency=1)
+    worker.start()
+    worker.stop()
+    result = invoke("set-weights", *args, "tenant:2=5")
+    assert result.exit_code != 0
+    assert message in result.output
+    assert queue.weights() == {}
+
+
+def test_stats_lists_a_fair_kinds_keys_with_the_most_due_jobs(
+    invoke: Invoke, queue: venturi.Queue
+) -> None:
+    @queue.job("reports.render", fair=True)
+    def render(n: int) -> None:
+        pass
+
+    worker = queue.worker(kinds=["reports.render"], concurrency=1)
+    worker.start()
+    worker.stop()
+    queue.enqueue_many(
+        [venturi.NewJob("reports.render", {"n": n}, concurrency_key="tenant:big") for n in range(9)]
+        + [
+            venturi.NewJob("reports.render", {"n": n}, concurrency_key="tenant:small")
+            for n in range(2)
+        ]
+        + [venturi.NewJob("reports.render", {"n": 0})]
+    )
+    shown = invoke("stats").output
+    assert "reports.render (fair): key" in shown
+    assert shown.index("tenant:big") < shown.index("tenant:small") < shown.index("(no key)")
+    listed = json.loads(invoke("stats", "--json").output)["fair_keys"]["reports.render"]
+    assert listed == [
+        {"key": "tenant:big", "due": 9, "running": 0},
+        {"key": "tenant:small", "due": 2, "running": 0},
+        {"key": None, "due": 1, "running": 0},
+    ]

@@ -63,7 +63,7 @@ def test_every_page_loads_and_is_screenshotted(
         "job": (f"/jobs/{scene.ids['dead']}", "Job"),
         "dead": ("/dead", "Dead letters"),
         "workers": ("/workers", "Workers"),
-        "kinds": ("/kinds", "Kinds: pauses and limits"),
+        "kinds": ("/kinds", "Kinds: pauses, limits and fair share"),
         "schedules": ("/schedules", "Schedules"),
         "workflows": ("/workflows", "Workflows"),
         "workflow": (f"/workflows/{scene.workflow_id}", "Workflow"),

@@ -10,7 +10,9 @@ from ulid import ULID
 from werkzeug.test import Client
 
 from tests.dashboard.scene import Scene
+from venturi import NewJob
 from venturi.dashboard import Dashboard
+from venturi.flow.limits import KindLimits
 
 
 def rows_of(html: str, table_id: str) -> list[str]:
@@ -183,3 +185,20 @@ def test_bad_dashboard_options_are_refused(scene: Scene) -> None:
         Dashboard(scene.queue, page_size=0)
     with pytest.raises(ValueError, match="password"):
         Dashboard(scene.queue, password="")
+
+
+def test_kinds_page_lists_a_fair_kinds_busiest_keys_escaped(client: Client, scene: Scene) -> None:
+    queue = scene.queue
+    queue.store.declare_kinds([KindLimits("render", fair=True)], "test")
+    hostile = "<b>tenant</b>"
+    queue.enqueue_many(
+        [NewJob("render", {"n": n}, concurrency_key="tenant:big") for n in range(5)]
+        + [NewJob("render", {"n": 0}, concurrency_key=hostile)]
+    )
+    queue.set_weights("render", {"tenant:big": 3})
+    html = client.get("/kinds").text
+    table = html.split('class="grid fair-keys" data-kind="render"', 1)[1].split("</table>", 1)[0]
+    assert table.index("tenant:big") < table.index("&lt;b&gt;tenant&lt;/b&gt;")
+    assert '<td class="num">5</td>' in table and "3.0" in table
+    assert hostile not in html
+    assert '<span class="badge">fair</span>' in html

@@ -21,6 +21,8 @@ from venturi.cli.support import (
 from venturi.models import JobStatus, StatsSnapshot
 
 _TERMINAL = [s.value for s in JobStatus if s.terminal]
+# The keys of each fair kind `stats` lists: those with the most due jobs.
+FAIR_KEYS_SHOWN = 5
 _COUNTS = ("pending", "scheduled", "waiting", "claimed", "completed", "dead", "cancelled")
 
 
@@ -39,15 +41,21 @@ def stats(state: CliState, as_json: bool) -> None:
     """Job counts per kind, and the oldest wait.
 
     pending: due now; scheduled: due later; claimed: running; oldest pending: how long
-    the longest-waiting due job has waited. A paused kind is marked "(paused)". Then the
+    the longest-waiting due job has waited. A paused kind is marked "(paused)". For each
+    fair kind, the keys with the most due jobs and their running jobs. Then the
     retention the workers prune by.
     """
     queue = state.queue()
     snapshot = queue.stats()
     retention = retention_in_force(queue)
+    fair = queue.fair_keys(limit=FAIR_KEYS_SHOWN)
     if as_json:
         kept = None if retention is None else retention.kept()
-        echo_json({**_stats_json(snapshot), "retention": kept})
+        shares = {
+            kind: [{"key": share.key, "due": share.due, "running": share.running} for share in top]
+            for kind, top in fair.items()
+        }
+        echo_json({**_stats_json(snapshot), "fair_keys": shares, "retention": kept})
         return
     if not snapshot.kinds:
         click.echo(f"no jobs under prefix {queue.prefix!r}")
@@ -64,6 +72,12 @@ def stats(state: CliState, as_json: bool) -> None:
         name = f"{k.kind} (paused)" if k.paused else k.kind
         grid.add_row(name, *counts, show_age(k.oldest_pending_seconds))
     console().print(grid)
+    for kind, top in fair.items():
+        turns = table(f"{kind} (fair): key", "due", "running")
+        for share in top:
+            key = "(no key)" if share.key is None else share.key
+            turns.add_row(key, str(share.due), str(share.running))
+        console().print(turns)
     click.echo(describe_retention(retention))
 
 

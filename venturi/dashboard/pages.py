@@ -204,7 +204,18 @@ def workers(queue: Queue) -> dict[str, Any]:
 
 
 def kinds(queue: Queue) -> dict[str, Any]:
-    return {"kinds": queue.kinds(), "known": sorted({k.kind for k in queue.overview().kinds})}
+    found = queue.kinds()
+    fair = [k.kind for k in found if k.limits.fair]
+    return {
+        "kinds": found,
+        "known": sorted({k.kind for k in queue.overview().kinds}),
+        "fair_keys": queue.fair_keys(fair, limit=FAIR_KEYS_SHOWN) if fair else {},
+        "weights": queue.weights() if fair else {},
+    }
+
+
+# The keys of each fair kind the kinds page lists: those with the most due jobs.
+FAIR_KEYS_SHOWN: Final = 10
 
 
 def schedules(queue: Queue) -> dict[str, Any]:
