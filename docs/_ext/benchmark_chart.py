@@ -2,9 +2,10 @@
 documentation is built, from a small data file, so the figures live in one place and
 the chart needs neither network nor plotting library.
 
-The file holds ``title``, ``runs`` (the names of the bars in each group) and
+The file holds ``title``, ``runs`` (the names of the bars in each group),
 ``workloads``: each with ``name``, ``ratios`` (one per run) and an optional
-``target``, drawn as a tick across its group.
+``target``, drawn as a tick across its group; and an optional ``unit`` for the values
+(default: a ratio, "x").
 """
 
 from __future__ import annotations
@@ -26,8 +27,22 @@ COLOURS = ("#4c72b0", "#55a868", "#c44e52", "#8172b2")
 TIMES = "\u00d7"  # the multiplication sign of "1.5x"
 
 
+def tick_step(scale_max: float) -> float:
+    """Half units up to 3, else 1, 2 or 5 times a power of ten: at most ten ticks."""
+    if scale_max <= 3:
+        return 0.5
+    step = 1.0
+    while scale_max / step > 10:
+        for factor in (2.0, 2.5, 2.0):  # 1 -> 2 -> 5 -> 10
+            step *= factor
+            if scale_max / step <= 10:
+                break
+    return step
+
+
 def render_svg(data: dict[str, Any]) -> str:
     """The chart of ``data`` as an SVG document."""
+    unit: str = data.get("unit", TIMES)
     runs: list[str] = data["runs"]
     workloads: list[dict[str, Any]] = data["workloads"]
     largest = max(max(w["ratios"]) for w in workloads)
@@ -60,9 +75,9 @@ def render_svg(data: dict[str, Any]) -> str:
         parts.append(
             f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - 26}" '
             'stroke="#ccc" stroke-width="0.5"/>'
-            f'<text x="{x:.1f}" y="{height - 12}" text-anchor="middle">{tick:g}{TIMES}</text>'
+            f'<text x="{x:.1f}" y="{height - 12}" text-anchor="middle">{tick:g}{unit}</text>'
         )
-        tick += 0.5 if scale_max <= 3 else 1.0
+        tick += tick_step(scale_max)
     for g, workload in enumerate(workloads):
         y0 = top + g * group_height
         label_y = y0 + BAR_HEIGHT * len(runs) / 2 + 4
@@ -78,17 +93,17 @@ def render_svg(data: dict[str, Any]) -> str:
             parts.append(
                 f'<rect x="{LABEL_WIDTH}" y="{y}" width="{x_of(ratio) - LABEL_WIDTH:.1f}" '
                 f'height="{BAR_HEIGHT - 2}" fill="{COLOURS[i % len(COLOURS)]}">'
-                f"<title>{escape(workload['name'])}, {escape(runs[i])}: {ratio:.2f}{TIMES}</title>"
+                f"<title>{escape(workload['name'])}, {escape(runs[i])}: {ratio:.2f}{unit}</title>"
                 "</rect>"
                 f'<text x="{label_x:.1f}" y="{y + BAR_HEIGHT - 3}" font-size="9">'
-                f"{ratio:.2f}{TIMES}</text>"
+                f"{ratio:.2f}{unit}</text>"
             )
         if "target" in workload:
             x = x_of(float(workload["target"]))
             parts.append(
                 f'<line x1="{x:.1f}" y1="{y0 - 2}" x2="{x:.1f}" '
                 f'y2="{y0 + BAR_HEIGHT * len(runs)}" stroke="#222" stroke-width="2" '
-                f'stroke-dasharray="3,2"><title>target {workload["target"]}{TIMES}</title></line>'
+                f'stroke-dasharray="3,2"><title>target {workload["target"]}{unit}</title></line>'
             )
     parts.append("</svg>")
     return "".join(parts)

@@ -22,6 +22,7 @@ import click
 
 from venturi.bench import report as bench_report
 from venturi.bench.ceilings import CEILING_BATCH, Ceilings
+from venturi.bench.fairness import FairBench
 from venturi.bench.pruning import PruneBench
 from venturi.bench.report import UNPREPARED_SUFFIX
 from venturi.bench.support import BenchFailure, BenchSettings
@@ -42,6 +43,7 @@ WORKLOADS = (
     "prune",
     "sustained",
     "durable",
+    "fair",
     "rss",
     "cpu",
 )
@@ -75,6 +77,7 @@ def _groups(
     transactional: VenturiBench | None = None,
     sustained: tuple[VenturiBench, VenturiBench] | None = None,
     suspended: SuspendedBench | None = None,
+    fairness: FairBench | None = None,
 ) -> list[list[Step]]:
     """Each group's steps are measured back to back in one round (venturi beside its
     ceilings, and beside itself with prepared statements off); rounds reverse the order
@@ -148,6 +151,8 @@ def _groups(
         )
     if suspended is not None:
         groups.append([suspended.round])
+    if fairness is not None:
+        groups.append([fairness.round])
     if "rss" in workloads:
         groups.append([functools.partial(_only, "rss.", drive, main, 1, 16, s.rss_jobs)])
     for count in processes:
@@ -266,6 +271,10 @@ def run(
             suspended = SuspendedBench(beside, alone)
             say(f"staging {settings.suspended:,} jobs suspended in durable sleeps and waits")
             suspended.fill()
+        fairness: FairBench | None = None
+        if "fair" in workloads:
+            fairness = FairBench(settings)
+            cleanup.callback(fairness.close)
         groups = _groups(
             workloads,
             processes,
@@ -278,6 +287,7 @@ def run(
             transactional=transactional,
             sustained=sustained,
             suspended=suspended,
+            fairness=fairness,
         )
         for index in range(settings.rounds):
             say(f"round {index + 1} of {settings.rounds}")
@@ -392,7 +402,10 @@ def bench_command(
     into the same table, nothing deleted, with workers that vacuum it and with autovacuum
     alone; run with --rounds 20), durable (drain c16 of --durable-jobs ordinary jobs beside
     --suspended jobs suspended in durable sleeps and waits, against the same drain alone,
-    side by side each round), a concurrency-16 worker process's peak RSS, and CPU-bound jobs
+    side by side each round), fair (a fair kind against the same kind without fairness:
+    the small keys' wait beside a deep key's backlog, runs shared by weights 1, 2 and 4
+    over a minute, and drains of one deep key and of 1,000 keys of 100 jobs), a
+    concurrency-16 worker process's peak RSS, and CPU-bound jobs
     (--cpu-ms of pure Python each) drained by 1 and 2 worker processes (or --processes).
     --compare-unprepared adds each of enqueue, enqueue-many, drain and the limited kind
     with 10 ms jobs again with server-side prepared statements off. Every job is checked to

@@ -45,6 +45,18 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
         "durable.alone.c16",
         None,
     ),
+    (
+        "drain c16, fair kind, one deep key",
+        "fair.drain.one_key.fair",
+        "fair.drain.one_key.unfair",
+        0.9,
+    ),
+    (
+        "drain c16, fair kind, 1,000 keys of 100",
+        "fair.drain.1000_keys.fair",
+        "fair.drain.1000_keys.unfair",
+        0.8,
+    ),
     ("no-op jobs, 2 worker processes", "processes.2.c16", "processes.1.c16", None),
     ("no-op jobs, 4 worker processes", "processes.4.c16", "processes.1.c16", None),
     ("CPU-bound jobs, 1 worker process", "cpu.1p", "cpu.ceiling.1p", None),
@@ -88,6 +100,16 @@ LIMITS: tuple[tuple[str, str, float], ...] = (
     ("latency p50, in-process worker, c4", "latency.inprocess.c4.p50", float("inf")),
     ("latency p99, in-process worker, c4", "latency.inprocess.c4.p99", float("inf")),
     ("peak RSS, c16 worker process", "rss.c16", 60.0),
+    # Fair kinds: a small key's wait beside a deep key's backlog, 5 ms handlers at c16;
+    # the goal is three handlers' time and a claim's round trip.
+    ("small keys' wait p50 beside a deep key, fair", "fair.starvation.fair.p50_ms", float("inf")),
+    ("small keys' wait p99 beside a deep key, fair", "fair.starvation.fair.p99_ms", 16.0),
+    (
+        "the same, worker with prefetch=0",
+        "fair.starvation.fair.prefetch0.p99_ms",
+        16.0,
+    ),
+    ("the same, not fair (lower bound)", "fair.starvation.unfair.p99_ms", float("inf")),
 )
 CEILING_LABELS = {
     "ceiling.insert_notify": "raw INSERT+NOTIFY",
@@ -96,6 +118,8 @@ CEILING_LABELS = {
     "drain.c16": "venturi drain c16, empty table",
     "prune.alone.c16": "the same drain, no prune",
     "durable.alone.c16": "the same drain, nothing suspended",
+    "fair.drain.one_key.unfair": "the same kind, not fair",
+    "fair.drain.1000_keys.unfair": "the same kind, not fair",
     "sustained.autovacuum.c16": "the same rounds, autovacuum alone",
     "processes.1.c16": "1 worker process",
     "cpu.1p": "1 worker process",
@@ -123,6 +147,14 @@ def unit_of(key: str) -> str:
         return "dead row versions"
     if key.endswith(".jobs_per_commit"):
         return "jobs/writing transaction"
+    if key.endswith("_ms"):
+        return "ms"
+    if key.endswith(".of_share"):
+        return "x its weight's share"
+    if key.endswith(".started"):
+        return "fraction started"
+    if key.endswith(".runs"):
+        return "runs"
     return "jobs/s"
 
 

@@ -41,6 +41,17 @@ class BenchSettings:
     cpu_ms: float = 3.0
     suspended: int = 100_000
     durable_jobs: int = 20_000
+    # The "fair" workload (venturi.bench.fairness).
+    fair_backlog: int = 200_000
+    fair_small_keys: int = 20
+    fair_small_every: float = 0.1
+    fair_job_ms: float = 5.0
+    fair_seconds: float = 10.0
+    fair_weight_seconds: float = 60.0
+    fair_weight_backlog: int = 120_000
+    fair_deep_jobs: int = 100_000
+    fair_keys: int = 1000
+    fair_per_key: int = 100
     fillfactor: int | None = None
     compare_unprepared: bool = False
     timeout: float = 300.0
@@ -61,6 +72,13 @@ class BenchSettings:
             "cpu_jobs": 60,
             "suspended": 2000,
             "durable_jobs": 200,
+            "fair_backlog": 3000,
+            "fair_seconds": 1.0,
+            "fair_weight_seconds": 1.0,
+            "fair_weight_backlog": 2000,
+            "fair_deep_jobs": 400,
+            "fair_keys": 20,
+            "fair_per_key": 10,
             "timeout": 60.0,
         }
         return cls(dsn, **{**sizes, **overrides})
