@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
+from venturi.bench import fairness as bench_fairness
 from venturi.bench import workloads as bench_workloads
 from venturi.bench.command import WORKLOADS, bench_command
 from venturi.bench.report import COMPARISONS, DEFAULT_PREPARATION_LABEL, LIMITS
@@ -41,6 +42,23 @@ EXPECTED_SERIES = {
     "durable.beside.c16",
     "durable.alone.c16",
     "durable.ratio",
+    *(
+        f"fair.drain.{shape}.{side}"
+        for shape in ("one_key", "many_keys")
+        for side in ("fair", "unfair", "ratio")
+    ),
+    *(
+        f"fair.starvation.{side}.{figure}"
+        for side in ("fair", "fair.prefetch0", "unfair")
+        for figure in ("p50_ms", "p99_ms", "started")
+    ),
+    "fair.weights.runs",
+    *(
+        f"fair.claim.{backlog}.{side}_ms"
+        for backlog in ("small", "deep", "many_keys")
+        for side in ("fair", "unfair")
+    ),
+    *(f"fair.weights.{key}.of_share" for key in ("w1", "w2", "w4")),
     *(
         f"sustained.{arm}c16{figure}"
         for arm in ("", "autovacuum.")
@@ -88,6 +106,7 @@ def quick_report(database_dsn: str) -> dict[str, Any]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(bench_workloads, "new_prefix", recorded)
+        patch.setattr(bench_fairness, "new_prefix", recorded)
         result = CliRunner().invoke(
             bench_command, ["--quick", "--json", "--dsn", database_dsn, "--processes", "1,2"]
         )
@@ -115,14 +134,21 @@ def test_quick_run_measures_every_series_each_round(quick_report: dict[str, Any]
             "per_commit": "jobs/writing transaction",
             "backends": "backends",
             "dead_rows": "dead row versions",
+            "_ms": "ms",
+            "of_share": "x its weight's share",
+            ".started": "fraction started",
+            ".runs": "runs",
         }
         wanted = next((unit for part, unit in units.items() if part in key), "jobs/s")
         assert stats["unit"] == wanted, key
-    # Latencies may be 0 ms; the statistics may not count a round's dead rows yet.
+    # Latencies may be 0 ms; the statistics may not count a round's dead rows yet; the
+    # small keys of a kind that is not fair may not start at all.
     assert all(
         series[key]["min"] > 0
         for key in series
-        if not key.startswith("latency.") and not key.endswith(".dead_rows")
+        if not key.startswith("latency.")
+        and not key.endswith(".dead_rows")
+        and not key.endswith(".started")
     )
     # Each job's row is inserted, claimed, completed and journaled: hundreds of WAL bytes
     # at least (other traffic on a shared server only adds to the count).
@@ -161,8 +187,8 @@ def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -
 def test_quick_run_drops_its_tables(quick_report: dict[str, Any]) -> None:
     # the main prefix, the backlog's, the two limited kinds', the transactional kind's,
     # the sustained rounds' two (vacuuming workers, autovacuum alone), the durable
-    # workload's two (beside suspended jobs, alone)
-    assert len(quick_report["_prefixes"]) == 9
+    # workload's two (beside suspended jobs, alone), the fair workload's two (fair, not)
+    assert len(quick_report["_prefixes"]) == 11
     assert quick_report["_left_behind"] == set()
 
 

@@ -68,16 +68,22 @@ def test_enqueue_takes_a_concurrency_key_and_job_shows_it(
     assert refused.exit_code == 1 and "concurrency_key" in refused.output
 
 
-def test_kinds_shows_a_fair_kind_and_set_weights_sets_its_keys_weights(
-    invoke: Invoke, queue: venturi.Queue
-) -> None:
+def declare_fair(queue: venturi.Queue) -> None:
+    """Register the fair kind reports.render, and have a worker declare it."""
+
     @queue.job("reports.render", fair=True)
-    def render() -> None:
+    def render(n: int = 0) -> None:
         pass
 
     worker = queue.worker(kinds=["reports.render"], concurrency=1)
     worker.start()
     worker.stop()
+
+
+def test_kinds_shows_a_fair_kind_and_set_weights_sets_its_keys_weights(
+    invoke: Invoke, queue: venturi.Queue
+) -> None:
+    declare_fair(queue)
     assert json.loads(invoke("kinds", "--json").output)["reports.render"]["fair"] is True
     assert "fair" in invoke("kinds").output
     assert "every key weighs 1" in invoke("kinds", "--weights").output
@@ -109,13 +115,7 @@ def test_kinds_shows_a_fair_kind_and_set_weights_sets_its_keys_weights(
 def test_set_weights_refuses_bad_weights_and_writes_nothing(
     invoke: Invoke, queue: venturi.Queue, args: tuple[str, ...], message: str
 ) -> None:
-    @queue.job("reports.render", fair=True)
-    def render() -> None:
-        pass
-
-    worker = queue.worker(kinds=["reports.render"], concurrency=1)
-    worker.start()
-    worker.stop()
+    declare_fair(queue)
     result = invoke("set-weights", *args, "tenant:2=5")
     assert result.exit_code != 0
     assert message in result.output
@@ -125,13 +125,7 @@ def test_set_weights_refuses_bad_weights_and_writes_nothing(
 def test_stats_lists_a_fair_kinds_keys_with_the_most_due_jobs(
     invoke: Invoke, queue: venturi.Queue
 ) -> None:
-    @queue.job("reports.render", fair=True)
-    def render(n: int) -> None:
-        pass
-
-    worker = queue.worker(kinds=["reports.render"], concurrency=1)
-    worker.start()
-    worker.stop()
+    declare_fair(queue)
     queue.enqueue_many(
         [venturi.NewJob("reports.render", {"n": n}, concurrency_key="tenant:big") for n in range(9)]
         + [

@@ -13,7 +13,7 @@ import pytest
 from tests.support import Probe
 from venturi import ConfigurationError, NewJob, Queue
 from venturi.errors import UnknownKind
-from venturi.flow.limits import KindLimits
+from venturi.flow.limits import KindLimits, Rate
 from venturi.store.copying import COPY_MIN_JOBS
 from venturi.store.postgres import PostgresStore
 
@@ -220,3 +220,11 @@ def test_stats_show_a_fair_kinds_top_keys(store: PostgresStore) -> None:
     assert [k.key for k in top] == ["big", "mid", None]
     assert sum(k.due + k.running for k in store.reads.fair_keys()["r"]) == 43
     assert sum(k.running for k in store.reads.fair_keys()["r"]) == 4
+
+
+def test_a_fair_kind_with_a_rate_takes_turns_within_it(store: PostgresStore) -> None:
+    fair(store, rate=Rate(6, 60.0))
+    store.enqueue_many(jobs("a", 100) + jobs("b", 100) + jobs("c", 100))
+    first = Counter(claimed_keys(store, 50, limited=frozenset({"r"})))
+    assert first == {"a": 2, "b": 2, "c": 2}
+    assert claimed_keys(store, 50, limited=frozenset({"r"})) == []  # the rate is used up

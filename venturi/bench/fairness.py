@@ -12,6 +12,9 @@ fairness, side by side in each round, on two prefixes of their own.
 - ``fair.weights``: three keys with weights 1, 2 and 4 and deep backlogs; the runs
   each started over ``fair_weight_seconds`` (handlers of ``fair_job_ms``), and each
   key's share against its weight's.
+- ``fair.claim``: the time of one claim of 16 jobs (median of ``fair_claims``, nothing
+  running them) beside ``fair_claim_backlog`` due jobs of one key, and beside
+  ``fair_claim_keys`` keys of 10 jobs each, against the same beside 1,000 jobs.
 - ``fair.drain``: no-op jobs drained at concurrency 16, one deep key
   (``fair_deep_jobs``) and ``fair_keys`` keys of ``fair_per_key`` jobs each, fair
   against unfair.
@@ -34,7 +37,7 @@ import psycopg
 from venturi.bench.support import (
     BenchFailure,
     BenchSettings,
-    Countdown,
+    Settled,
     compose,
     fetch_one,
     new_prefix,
@@ -44,27 +47,13 @@ from venturi.bench.support import (
 from venturi.client import Queue
 from venturi.context import JobContext
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord, NewJob, Outcome
-from venturi.settlements import Settlement
+from venturi.models import JobRecord, NewJob
 from venturi.worker.runtime import Worker
 
 FAIR_KIND: Final = "bench.tenant"
 FAIR_CONCURRENCY: Final = 16
 WEIGHTS: Final = {"w1": 1, "w2": 2, "w4": 4}
 DEEP_KEY: Final = "deep"
-
-
-class _Settled(WorkerEvents):
-    """Counts settlements that applied."""
-
-    def __init__(self, target: int) -> None:
-        self.countdown = Countdown(target)
-
-    def job_settled(
-        self, job: JobRecord, settlement: Settlement, outcome: Outcome | None, duration: float
-    ) -> None:
-        if outcome is not None:
-            self.countdown.add()
 
 
 class _Starts:
@@ -160,7 +149,7 @@ class FairSide:
         worker started before them; every job then completed on its first claim."""
         self.reset()
         self.job_seconds = 0.0
-        settled = _Settled(len(jobs))
+        settled = Settled(len(jobs))
         worker = self.worker(settled)
         try:
             self.write(jobs)
@@ -273,6 +262,34 @@ class FairSide:
             figures[f"fair.weights.{key}.of_share"] = (counts[key] / total) / (weight / weight_sum)
         return figures
 
+    def claim_cost(self) -> dict[str, float]:
+        """Median milliseconds of a claim of 16 beside each backlog (`fair_claims` each)."""
+        s = self.settings
+        side = "fair" if self.fair else "unfair"
+        backlogs = {
+            "small": _keyed(DEEP_KEY, 1000),
+            "deep": _keyed(DEEP_KEY, s.fair_claim_backlog),
+            "many_keys": [
+                NewJob(FAIR_KIND, {"n": n}, concurrency_key=f"tenant:{n % s.fair_claim_keys}")
+                for n in range(s.fair_claim_keys * 10)
+            ],
+        }
+        figures = {}
+        self.worker().stop(timeout=30)  # declares the kind; nothing runs the jobs
+        for name, jobs in backlogs.items():
+            self.reset()
+            self.write(jobs)
+            self.conn.execute(compose("VACUUM (ANALYZE) {jobs}", self.prefix))
+            took = []
+            for _ in range(s.fair_claims):
+                started = time.perf_counter()
+                claimed = self.queue.store.claim("bench-claims", {FAIR_KIND: 60.0}, 16)
+                took.append(time.perf_counter() - started)
+                if len(claimed) != 16:
+                    raise BenchFailure(f"fair.claim.{name}: a claim took {len(claimed)} jobs")
+            figures[f"fair.claim.{name}.{side}_ms"] = percentile(took, 0.5) * 1000
+        return figures
+
     def _verify(self, count: int, what: str) -> None:
         completed, total, journal = fetch_one(
             self.conn,
@@ -316,7 +333,7 @@ class FairBench:
         figures: dict[str, float] = {}
         shapes: dict[str, Callable[[], list[NewJob]]] = {
             "one_key": lambda: _keyed(DEEP_KEY, s.fair_deep_jobs),
-            f"{s.fair_keys}_keys": lambda: [
+            "many_keys": lambda: [
                 NewJob(FAIR_KIND, {"n": n}, concurrency_key=f"tenant:{n % s.fair_keys}")
                 for n in range(s.fair_keys * s.fair_per_key)
             ],
@@ -326,6 +343,8 @@ class FairBench:
             figures[f"fair.drain.{shape}.fair"] = rates[True]
             figures[f"fair.drain.{shape}.unfair"] = rates[False]
             figures[f"fair.drain.{shape}.ratio"] = rates[True] / rates[False]
+        for side in sides:
+            figures.update(side.claim_cost())
         for side in sides:
             figures.update(side.starvation())
         figures.update(self.fair.starvation(prefetch=0))

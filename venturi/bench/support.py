@@ -13,7 +13,10 @@ import psycopg
 from psycopg import sql
 
 from venturi.errors import VenturiError
+from venturi.events import WorkerEvents
+from venturi.models import JobRecord, Outcome
 from venturi.prefix import Prefix
+from venturi.settlements import Settlement
 
 BENCH_KIND = "bench.noop"
 
@@ -52,6 +55,9 @@ class BenchSettings:
     fair_deep_jobs: int = 100_000
     fair_keys: int = 1000
     fair_per_key: int = 100
+    fair_claims: int = 200
+    fair_claim_backlog: int = 1_000_000
+    fair_claim_keys: int = 10_000
     fillfactor: int | None = None
     compare_unprepared: bool = False
     timeout: float = 300.0
@@ -79,6 +85,9 @@ class BenchSettings:
             "fair_deep_jobs": 400,
             "fair_keys": 20,
             "fair_per_key": 10,
+            "fair_claims": 10,
+            "fair_claim_backlog": 2000,
+            "fair_claim_keys": 100,
             "timeout": 60.0,
         }
         return cls(dsn, **{**sizes, **overrides})
@@ -174,6 +183,19 @@ class Countdown:
     def count(self) -> int:
         with self._lock:
             return self._count
+
+
+class Settled(WorkerEvents):
+    """Counts a worker's settlements that applied (their transaction committed)."""
+
+    def __init__(self, target: int) -> None:
+        self.countdown = Countdown(target)
+
+    def job_settled(
+        self, job: JobRecord, settlement: Settlement, outcome: Outcome | None, duration: float
+    ) -> None:
+        if outcome is not None:
+            self.countdown.add()
 
 
 def new_prefix(label: str) -> str:

@@ -18,8 +18,8 @@ from venturi.bench.support import (
     BENCH_KIND,
     BenchFailure,
     BenchSettings,
-    Countdown,
     Ledger,
+    Settled,
     clock,
     compose,
     fetch_one,
@@ -30,9 +30,8 @@ from venturi.bench.support import (
 )
 from venturi.client import Queue
 from venturi.events import WorkerEvents
-from venturi.models import JobRecord, NewJob, Outcome
+from venturi.models import NewJob
 from venturi.prefix import Prefix
-from venturi.settlements import Settlement
 from venturi.store.connections import Preparation
 from venturi.worker.runtime import Worker
 
@@ -55,19 +54,6 @@ def latency_figures(series: str, ledger: Ledger, committed: list[float]) -> dict
         f"{series}.p95": percentile(waits, 0.95),
         f"{series}.p99": percentile(waits, 0.99),
     }
-
-
-class _Settled(WorkerEvents):
-    """Counts settlements that applied (their transaction committed)."""
-
-    def __init__(self, target: int) -> None:
-        self.countdown = Countdown(target)
-
-    def job_settled(
-        self, job: JobRecord, settlement: Settlement, outcome: Outcome | None, duration: float
-    ) -> None:
-        if outcome is not None:
-            self.countdown.add()
 
 
 class VenturiBench:
@@ -177,7 +163,7 @@ class VenturiBench:
     def drain_timed(self, concurrency: int, count: int, what: str) -> float:
         """Seconds a started, listening worker takes from the commit of ``count`` jobs to
         the commit of the last one's settlement."""
-        settled = _Settled(count)
+        settled = Settled(count)
         jobs = [NewJob(BENCH_KIND, {"n": n}) for n in range(count)]
         worker = self._started_worker(concurrency, settled)
         try:
@@ -246,7 +232,7 @@ class VenturiBench:
         worker runs in a process of its own: `venturi.bench.worker.latency` measures that."""
         count = self.settings.latency_samples
         self.reset(count)
-        settled = _Settled(count)
+        settled = Settled(count)
         worker = self._started_worker(concurrency, settled)
         try:
             committed = self.paced_enqueues(count)
