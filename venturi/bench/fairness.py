@@ -14,7 +14,8 @@ fairness, side by side in each round, on two prefixes of their own.
   key's share against its weight's.
 - ``fair.claim``: the time of one claim of 16 jobs (median of ``fair_claims``, nothing
   running them) beside ``fair_claim_backlog`` due jobs of one key, and beside
-  ``fair_claim_keys`` keys of 10 jobs each, against the same beside 1,000 jobs.
+  ``fair_claim_keys`` keys of 10 jobs each, against the same beside only the jobs the
+  claims take.
 - ``fair.drain``: no-op jobs drained at concurrency 16, one deep key
   (``fair_deep_jobs``) and ``fair_keys`` keys of ``fair_per_key`` jobs each, fair
   against unfair.
@@ -267,7 +268,7 @@ class FairSide:
         s = self.settings
         side = "fair" if self.fair else "unfair"
         backlogs = {
-            "small": _keyed(DEEP_KEY, 1000),
+            "small": _keyed(DEEP_KEY, 16 * s.fair_claims),
             "deep": _keyed(DEEP_KEY, s.fair_claim_backlog),
             "many_keys": [
                 NewJob(FAIR_KIND, {"n": n}, concurrency_key=f"tenant:{n % s.fair_claim_keys}")
