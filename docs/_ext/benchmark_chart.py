@@ -27,15 +27,15 @@ COLOURS = ("#4c72b0", "#55a868", "#c44e52", "#8172b2")
 TIMES = "\u00d7"  # the multiplication sign of "1.5x"
 
 
-def tick_step(scale_max: float) -> float:
-    """Half units up to 3, else 1, 2 or 5 times a power of ten: at most ten ticks."""
+def tick_step(scale_max: float, most: int = 10) -> float:
+    """Half units up to 3, else 1, 2 or 5 times a power of ten: at most ``most`` ticks."""
     if scale_max <= 3:
         return 0.5
     step = 1.0
-    while scale_max / step > 10:
+    while scale_max / step > most:
         for factor in (2.0, 2.5, 2.0):  # 1 -> 2 -> 5 -> 10
             step *= factor
-            if scale_max / step <= 10:
+            if scale_max / step <= most:
                 break
     return step
 
@@ -62,13 +62,14 @@ def render_svg(data: dict[str, Any]) -> str:
         f'<text x="{LABEL_WIDTH}" y="14" font-size="12" font-weight="bold">'
         f"{escape(data['title'])}</text>",
     ]
+    legend_x = LABEL_WIDTH
     for i, run in enumerate(runs):
-        legend_x = LABEL_WIDTH + i * 90
         parts.append(
             f'<rect x="{legend_x}" y="22" width="10" height="10" '
             f'fill="{COLOURS[i % len(COLOURS)]}"/>'
             f'<text x="{legend_x + 14}" y="31">{escape(run)}</text>'
         )
+        legend_x += max(90, 14 + 7 * len(run) + 12)
     tick = 0.0
     while tick <= scale_max:
         x = x_of(tick)
@@ -77,7 +78,8 @@ def render_svg(data: dict[str, Any]) -> str:
             'stroke="#ccc" stroke-width="0.5"/>'
             f'<text x="{x:.1f}" y="{height - 12}" text-anchor="middle">{tick:g}{unit}</text>'
         )
-        tick += tick_step(scale_max)
+        # Ticks labelled with a unit are wider: half as many fit.
+        tick += tick_step(scale_max, 10 if unit == TIMES else 5)
     for g, workload in enumerate(workloads):
         y0 = top + g * group_height
         label_y = y0 + BAR_HEIGHT * len(runs) / 2 + 4
