@@ -59,7 +59,7 @@ def test_keys_take_turns_and_a_lone_key_gets_every_claim(store: PostgresStore) -
     fair(store)
     store.enqueue_many(jobs("a", 300) + jobs("b", 3) + jobs("c", 3))
     order = drain_order(store, batch=1)
-    assert sorted(order[:9]) == ["a", "a", "a", "b", "b", "b", "c", "c", "c"]
+    assert Counter(order[:9]) == {"a": 3, "b": 3, "c": 3}
     assert order[9:] == ["a"] * 297  # work-conserving: alone, "a" takes every claim
 
 

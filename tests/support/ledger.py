@@ -191,7 +191,9 @@ def register(queue: venturi.Queue, ledger: Ledger, *, lease: float, max_attempts
         ledger.finished(ctx, token)
         return ctx.attempt
 
-    @queue.job(FAIR_KIND, **policy, fair=True)
+    fair_policy: JobOptions = {**policy, "fair": True}
+
+    @queue.job(FAIR_KIND, **fair_policy)
     def fair(
         ctx: venturi.JobContext, ms: int = 0, first_ms: int | None = None, cooperative: bool = True
     ) -> int:
