@@ -1,7 +1,7 @@
 """`venturi bench --quick`: every workload runs, checks exactly-once, and reports its
 figures in the documented JSON shape. Speed is never asserted here.
 
-Budget: about 15 s on the shared 2-core machine (one quick run with two rounds and one-
+Budget: about 25 s on the shared 2-core machine (one quick run with two rounds and one-
 and two-process scaling).
 """
 
@@ -66,6 +66,8 @@ EXPECTED_SERIES = {
     ),
     *(f"latency.{where}.p{q}" for where in ("c1", "c16", "inprocess.c4") for q in (50, 95, 99)),
     "rss.c16",
+    *(f"soak.rss_{when}_mb" for when in ("start", "end", "peak")),
+    "soak.growth",
     "processes.1.c16",
     "processes.2.c16",
     *(
@@ -129,6 +131,7 @@ def test_quick_run_measures_every_series_each_round(quick_report: dict[str, Any]
         units = {
             "latency": "ms",
             "rss": "MB",
+            "growth": "x",
             "ratio": "x",
             "wal_bytes": "WAL bytes/job",
             "per_commit": "jobs/writing transaction",

@@ -25,6 +25,7 @@ from venturi.bench.ceilings import CEILING_BATCH, Ceilings
 from venturi.bench.fairness import FairBench
 from venturi.bench.pruning import PruneBench
 from venturi.bench.report import UNPREPARED_SUFFIX
+from venturi.bench.soak import Soak
 from venturi.bench.support import BenchFailure, BenchSettings
 from venturi.bench.suspended import SuspendedBench
 from venturi.bench.worker import cpu_ceiling, drive, latency, loops_for
@@ -45,6 +46,7 @@ WORKLOADS = (
     "durable",
     "fair",
     "rss",
+    "soak",
     "cpu",
 )
 DRAIN_CONCURRENCIES = (1, 4, 16)
@@ -155,6 +157,8 @@ def _groups(
         groups.append([fairness.round])
     if "rss" in workloads:
         groups.append([functools.partial(_only, "rss.", drive, main, 1, 16, s.rss_jobs)])
+    if "soak" in workloads:
+        groups.append([Soak(main).round])
     for count in processes:
         figures = ("processes.", "backends.")  # throughput, and the group's peak backends
         groups.append([functools.partial(_only, figures, drive, main, count, 16, s.jobs)])
@@ -363,6 +367,11 @@ def _processes(value: str | None) -> list[int]:
     type=click.FloatRange(min=0.1, max=1000),
     help="Pure-Python work per job of the cpu workload, in milliseconds (default 3).",
 )
+@click.option(
+    "--soak-seconds",
+    type=click.FloatRange(min=4),
+    help="Length of each round of the soak workload, in seconds (default 60).",
+)
 @click.option("--fillfactor", type=click.IntRange(10, 100), help="Jobs table fillfactor.")
 @click.option(
     "--compare-unprepared",
@@ -385,6 +394,7 @@ def bench_command(
     workloads: tuple[str, ...],
     processes: str | None,
     cpu_ms: float | None,
+    soak_seconds: float | None,
     fillfactor: int | None,
     compare_unprepared: bool,
     as_json: bool,
@@ -405,7 +415,9 @@ def bench_command(
     side by side each round), fair (a fair kind against the same kind without fairness:
     the small keys' wait beside a deep key's backlog, runs shared by weights 1, 2 and 4
     over a minute, and drains of one deep key and of 1,000 keys of 100 jobs), a
-    concurrency-16 worker process's peak RSS, and CPU-bound jobs
+    concurrency-16 worker process's peak RSS, the same worker's RSS over a soak
+    (--soak-seconds of about 400 jobs/s that complete, retry, pause and die, beside a
+    periodic job and a short retention's prunes), and CPU-bound jobs
     (--cpu-ms of pure Python each) drained by 1 and 2 worker processes (or --processes).
     --compare-unprepared adds each of enqueue, enqueue-many, drain and the limited kind
     with 10 ms jobs again with server-side prepared statements off. Every job is checked to
@@ -423,6 +435,7 @@ def bench_command(
             "prune_rows": prune_rows,
             "fillfactor": fillfactor,
             "cpu_ms": cpu_ms,
+            "soak_seconds": soak_seconds,
             "compare_unprepared": compare_unprepared or None,
         }.items()
         if value is not None

@@ -110,6 +110,8 @@ LIMITS: tuple[tuple[str, str, float], ...] = (
         16.0,
     ),
     ("the same, not fair (lower bound)", "fair.starvation.unfair.p99_ms", float("inf")),
+    ("RSS after a soak, c16 worker process", "soak.rss_end_mb", 50.0),
+    ("RSS growth over a soak after warm-up", "soak.growth", float("inf")),
 )
 CEILING_LABELS = {
     "ceiling.insert_notify": "raw INSERT+NOTIFY",
@@ -135,8 +137,10 @@ DEFAULT_PREPARATION_LABEL = "venturi, prepared (default)"
 def unit_of(key: str) -> str:
     if key.startswith("latency."):
         return "ms"
-    if key.startswith("rss."):
+    if key.startswith("rss.") or key.startswith("soak.rss_"):
         return "MB"
+    if key == "soak.growth":
+        return "x"
     if key.startswith("backends."):
         return "backends"
     if key.endswith(".ratio"):

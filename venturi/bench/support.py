@@ -58,6 +58,8 @@ class BenchSettings:
     fair_claims: int = 200
     fair_claim_backlog: int = 1_000_000
     fair_claim_keys: int = 10_000
+    # The "soak" workload (venturi.bench.soak).
+    soak_seconds: float = 60.0
     fillfactor: int | None = None
     compare_unprepared: bool = False
     timeout: float = 300.0
@@ -88,6 +90,7 @@ class BenchSettings:
             "fair_claims": 10,
             "fair_claim_backlog": 2000,
             "fair_claim_keys": 100,
+            "soak_seconds": 4.0,
             "timeout": 60.0,
         }
         return cls(dsn, **{**sizes, **overrides})

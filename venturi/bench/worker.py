@@ -160,15 +160,16 @@ def peak_rss_kb() -> int:
 
 @contextlib.contextmanager
 def worker_processes(
-    bench: VenturiBench, processes: int, args: list[str]
+    bench: VenturiBench, processes: int, args: list[str], module: str = "venturi.bench.worker"
 ) -> Iterator[list[subprocess.Popen[str]]]:
-    """``processes`` children running ``args`` (CONCURRENCY [CPU_LOOPS] [--starts]) on
-    the bench's prefix, yielded once every one listens; any still running on the way
-    out are killed. Their connections carry the name `children_name` gives, so their
-    backends can be counted."""
+    """``processes`` children of ``module`` running ``args`` (here CONCURRENCY
+    [CPU_LOOPS] [--starts]; `venturi.bench.soak` has a child of its own) on the bench's
+    prefix, yielded once every one listens; any still running on the way out are
+    killed. Their connections carry the name `children_name` gives, so their backends
+    can be counted."""
     dsn = make_conninfo(bench.settings.dsn, application_name=children_name(bench))
     env = {**os.environ, "VENTURI_DSN": dsn}
-    command = [sys.executable, "-m", "venturi.bench.worker", bench.prefix, *args]
+    command = [sys.executable, "-m", module, bench.prefix, *args]
     children = [
         subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)
