@@ -165,11 +165,10 @@ class Pruner:
         self._requested.clear()
         # A connection of its own, closed after: a prune holds one while it deletes, and
         # the worker's pool must not keep it open afterwards (see the connection budget).
-        own = self.store.sibling(pool_size=1)
-        try:
-            deleted = own.prune(self.retention, self.stopping)
-        finally:
-            own.close()
+        # A plain connection, not a pool of one: a pool starts four threads (its
+        # scheduler and three workers) for every prune, and a worker's threads should
+        # stay the same set for as long as it runs.
+        deleted = self.store.prune(self.retention, self.stopping, dedicated=True)
         for status, count in (deleted or {}).items():
             self.events.jobs_pruned(status, count)
         if deleted is None:

@@ -1097,13 +1097,21 @@ class PostgresStore:
             )
         return ULID.from_uuid(job_id)
 
-    def prune(self, retention: Retention, stopping: threading.Event) -> dict[str, int] | None:
+    def prune(
+        self, retention: Retention, stopping: threading.Event, *, dedicated: bool = False
+    ) -> dict[str, int] | None:
         """Delete finished jobs past ``retention`` in batches of ``retention.batch``, each
         its own short transaction and followed by a rest (`PRUNE_REST`), until none is
         left or ``stopping`` is set. Returns the count per status, or None when another
-        session is pruning this prefix."""
+        session is pruning this prefix.
+
+        ``dedicated`` prunes on a connection opened for it and closed after (as
+        `vacuum_jobs`), which never prepares its statements (it may lead to a pooler):
+        no pooled connection is held or kept open for the prune."""
         key = {"key": self.prefix.prune_lock_key}
-        with self.connection() as conn:
+        with self.connections.dedicated() if dedicated else self.connection() as conn:
+            if dedicated:
+                conn.prepare_threshold = None
             if not execute(conn, self._statement("prune_lock"), key)[0][0]:
                 _end_transaction(conn)
                 return None
