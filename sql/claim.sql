@@ -12,10 +12,10 @@
 -- Parameters: kinds (text[]), leases (float8[] seconds, one per kind), priority_floor,
 -- limit, worker. Returns: the claimed jobs (JobRecord.from_row order), unordered.
 WITH RECURSIVE wanted AS (
-    SELECT w.kind, w.lease,
-           coalesce((SELECT k.fair FROM {kinds} AS k WHERE k.kind = w.kind), false) AS fair
+    SELECT w.kind, w.lease, coalesce(k.fair, false) AS fair
     FROM unnest(%(kinds)s::text[], %(leases)s::float8[]) AS w (kind, lease)
-    WHERE NOT EXISTS (SELECT FROM {kinds} AS k WHERE k.kind = w.kind AND {kind_held_back})
+    LEFT JOIN {kinds} AS k ON k.kind = w.kind
+    WHERE NOT coalesce({kind_held_back}, false)
 ),
 {pending_levels},
 candidates AS (

@@ -41,6 +41,7 @@ from venturi.bench.support import (
     Settled,
     compose,
     fetch_one,
+    listening,
     new_prefix,
     percentile,
     wait_for,
@@ -124,9 +125,8 @@ class FairSide:
             poll_interval=5.0,
             prefetch=prefetch,
         )
-        worker.start()
+        listening(worker)
         try:
-            wait_for(lambda: worker.listening, 10.0, "the worker's LISTEN self-probe")
             if self.fair:
                 wait_for(self._declared_fair, 10.0, "the kind to be declared fair")
         except BenchFailure:

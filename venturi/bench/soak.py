@@ -22,7 +22,14 @@ import threading
 import time
 from typing import Any, Final
 
-from venturi.bench.support import BenchFailure, Countdown, compose, fetch_one, wait_for
+from venturi.bench.support import (
+    BenchFailure,
+    Countdown,
+    compose,
+    fetch_one,
+    serve_until_told,
+    wait_for,
+)
 from venturi.bench.worker import peak_rss_kb, stopped, worker_processes
 from venturi.bench.workloads import VenturiBench
 from venturi.client import Queue
@@ -103,13 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         worker = queue.worker(
             concurrency=int(concurrency), retention=Retention.of(retention), events=pruned
         )
-        worker.start()
-        try:
-            wait_for(lambda: worker.listening, 10.0, "the worker's LISTEN self-probe")
-            print("ready", flush=True)
-            sys.stdin.readline()
-        finally:
-            worker.stop(timeout=30)
+        serve_until_told(worker)
     report = {
         "ran": ran.count,
         "ticks": ticks.count,

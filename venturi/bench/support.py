@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import sys
 import threading
 import time
 import uuid
@@ -17,6 +18,7 @@ from venturi.events import WorkerEvents
 from venturi.models import JobRecord, Outcome
 from venturi.prefix import Prefix
 from venturi.settlements import Settlement
+from venturi.worker.runtime import Worker
 
 BENCH_KIND = "bench.noop"
 
@@ -255,6 +257,30 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.01) 
         if time.monotonic() > deadline:
             raise BenchFailure(f"timed out after {timeout:g}s waiting for {what}")
         stop.wait(interval)
+
+
+def listening(worker: Worker) -> Worker:
+    """``worker`` started, once its LISTEN self-probe came back (stopped if it never
+    does)."""
+    worker.start()
+    try:
+        wait_for(lambda: worker.listening, 10.0, "the worker's LISTEN self-probe")
+    except BenchFailure:
+        worker.stop(timeout=5)
+        raise
+    return worker
+
+
+def serve_until_told(worker: Worker) -> None:
+    """In a worker process of the bench: start ``worker``, print ``ready`` once it
+    listens, run until the bench closes this process's stdin (or writes a line), then
+    stop it."""
+    listening(worker)
+    try:
+        print("ready", flush=True)
+        sys.stdin.readline()
+    finally:
+        worker.stop(timeout=30)
 
 
 class BackendPeak:

@@ -29,6 +29,7 @@ from venturi.bench.support import (
     BenchFailure,
     Countdown,
     Ledger,
+    serve_until_told,
     wait_for,
 )
 from venturi.bench.workloads import VenturiBench, latency_figures
@@ -65,13 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             ran.add()
 
         worker = queue.worker(concurrency=int(concurrency))
-        worker.start()
-        try:
-            wait_for(lambda: worker.listening, 10.0, "the worker's LISTEN self-probe")
-            print("ready", flush=True)
-            sys.stdin.readline()
-        finally:
-            worker.stop(timeout=30)
+        serve_until_told(worker)
     report: dict[str, Any] = {"ran": ran.count, "maxrss_kb": peak_rss_kb()}
     if record:
         report["starts"] = ledger.starts()

@@ -23,10 +23,10 @@ from venturi.bench.support import (
     clock,
     compose,
     fetch_one,
+    listening,
     new_prefix,
     percentile,
     set_fillfactor,
-    wait_for,
 )
 from venturi.client import Queue
 from venturi.events import WorkerEvents
@@ -258,13 +258,7 @@ class VenturiBench:
         worker = self.queue.worker(
             concurrency=concurrency, events=events, poll_interval=5.0, vacuum=self.vacuum
         )
-        worker.start()
-        try:
-            wait_for(lambda: worker.listening, 10.0, "the worker's LISTEN self-probe")
-        except BenchFailure:
-            worker.stop(timeout=5)
-            raise
-        return worker
+        return listening(worker)
 
     # -- checks -----------------------------------------------------------------------
 

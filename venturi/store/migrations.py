@@ -40,7 +40,7 @@ def migrate(conn: psycopg.Connection[Any], prefix: Prefix, lock_timeout: float) 
         with conn.transaction():
             conn.execute(
                 sqlfiles.statement("migration_lock", prefix),
-                {"key": prefix.lock_key, "timeout": _lock_timeout(lock_timeout)},
+                {"key": prefix.lock_key, "timeout": lock_timeout_text(lock_timeout)},
             )
             conn.execute(sqlfiles.statement("migration_history_create", prefix))
             rows = conn.execute(sqlfiles.statement("migration_versions", prefix)).fetchall()
@@ -66,7 +66,8 @@ def migrate(conn: psycopg.Connection[Any], prefix: Prefix, lock_timeout: float) 
     return applied_now
 
 
-def _lock_timeout(seconds: float) -> str:
+def lock_timeout_text(seconds: float) -> str:
+    """``seconds`` as a lock_timeout setting's value, in whole milliseconds."""
     # At least 1ms: PostgreSQL reads lock_timeout = 0 as "wait forever".
     return f"{max(1, math.ceil(seconds * 1000))}ms"
 
@@ -88,7 +89,7 @@ def schema_script(
         "-- then finds these migrations applied.",
         "BEGIN;",
         _script_statement(
-            "migration_lock", prefix, timeout=_lock_timeout(lock_timeout), key=prefix.lock_key
+            "migration_lock", prefix, timeout=lock_timeout_text(lock_timeout), key=prefix.lock_key
         ),
         _script_statement("migration_history_create", prefix),
     ]

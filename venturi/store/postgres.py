@@ -802,7 +802,8 @@ class PostgresStore:
         with self.transaction() as conn:
             becoming = [row[0] for row in self._run("fair_becoming", {"kinds": fair}, conn)]
             if becoming:
-                conn.execute(_local_lock_timeout(FAIR_LOCK_TIMEOUT))
+                wait = migrations.lock_timeout_text(FAIR_LOCK_TIMEOUT)
+                conn.execute(f"SET LOCAL lock_timeout = '{wait}'".encode())
                 self._run("fair_jobs_lock", None, conn)
             self._run("declare_kinds", params, conn)
             if becoming:
@@ -1231,11 +1232,6 @@ def _in_claim_order(jobs: list[JobRecord]) -> list[JobRecord]:
     """Highest priority first, then the longest visible."""
     jobs.sort(key=lambda j: (-j.priority, j.visible_at, j.id))
     return jobs
-
-
-def _local_lock_timeout(seconds: float) -> bytes:
-    # At least 1ms: PostgreSQL reads lock_timeout = 0 as "wait forever".
-    return f"SET LOCAL lock_timeout = '{max(1, round(seconds * 1000))}ms'".encode()
 
 
 def _transaction_unless_autocommit(
