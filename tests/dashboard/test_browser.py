@@ -12,6 +12,7 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
 
 from tests.dashboard.browser import browser, served
@@ -95,7 +96,19 @@ def test_filter_jobs_and_open_one(chrome: webdriver.Chrome, site: str, scene: Sc
 
 
 def click(chrome: webdriver.Chrome, label: str) -> None:
-    chrome.find_element(By.XPATH, f"//button[normalize-space()='{label}']").click()
+    """Click the button and wait until its page is gone (the action's redirect), so that
+    a notice read next is the new page's, not the one the button was on."""
+    button = chrome.find_element(By.XPATH, f"//button[normalize-space()='{label}']")
+    button.click()
+    wait_until(lambda: _stale(button), 10, what=f"the page after {label!r}")
+
+
+def _stale(element: WebElement) -> bool:
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    return False
 
 
 def test_each_action_changes_the_tables_and_the_page(
