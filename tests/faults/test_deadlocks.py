@@ -45,6 +45,7 @@ class RunFigures:
     deadlocks: int
     lock_waits: int
     seconds: float
+    deadlock_reports: tuple[str, ...] = ()
 
     def line(self, run: int) -> str:
         return (
@@ -70,6 +71,17 @@ def _setting(dsn: str, name: LiteralString) -> str:
     with psycopg.connect(dsn) as conn:
         row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
         return str(row[0]) if row else ""
+
+
+def _deadlock_reports(log: str) -> tuple[str, ...]:
+    """Each "deadlock detected" entry of the log with the lines that follow it (the
+    processes' waits, their statements), for the failure message."""
+    lines = log.splitlines()
+    return tuple(
+        "\n".join(lines[at : at + 12])
+        for at, line in enumerate(lines)
+        if "deadlock detected" in line
+    )
 
 
 def _drain(watch: Watch) -> float:
@@ -111,6 +123,7 @@ def _one_run(server: ThrowawayServer, make_fleet: Callable[..., Fleet]) -> RunFi
             text.count("deadlock detected"),
             text.count("still waiting for"),
             seconds,
+            _deadlock_reports(text),
         )
         if not stuck and completed == JOBS:
             invariants.check(dsn, prefix, ids)
@@ -146,6 +159,7 @@ def test_a_fleet_drains_without_deadlocks_or_stuck_claims(
         f"stuck claims {stuck} (runs with any: {sum(1 for f in figures if f.stuck)}), "
         f"deadlocks {deadlocks}, lock waits {waits}"
     )
-    assert deadlocks == 0, f"the server detected {deadlocks} deadlocks"
+    reports = "\n\n".join(report for f in figures for report in f.deadlock_reports)
+    assert deadlocks == 0, f"the server detected {deadlocks} deadlocks:\n{reports}"
     assert stuck == 0, f"{stuck} claims stuck after the workers stopped"
     assert all(f.completed == JOBS for f in figures), [f.completed for f in figures]

@@ -5,6 +5,7 @@ turning fair with jobs already written, and bad weights refused with nothing wri
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from typing import Any
 
@@ -188,6 +189,53 @@ def test_turning_fair_tags_the_jobs_already_written(store: PostgresStore, probe:
     assert Counter(claimed_keys(store, 2)) == {"big": 1, "small": 1}
     fair(store)  # already fair: nothing is tagged again
     assert (state := store.reads.kinds()[0]).limits.fair and not state.limited
+
+
+def test_workers_declaring_kinds_fair_at_once_never_deadlock(
+    store: PostgresStore, probe: Probe
+) -> None:
+    """A fleet starting together: each worker declares a new fair kind (its row not
+    written yet) and a limited kind, while others claim the limited kind. Each
+    declaration locks the kinds' rows, then the jobs table; none fails (a deadlock
+    or a lock timeout would raise here), and every job of the kinds is tagged."""
+    declarers, claimers, rounds = 6, 2, 8
+    store.enqueue_many([NewJob("limited", {"n": n}) for n in range(rounds * 40)])
+    failures: list[BaseException] = []
+
+    def declare(kind: str, start: threading.Barrier) -> None:
+        start.wait()
+        limits = [KindLimits(kind, fair=True), KindLimits("limited", concurrency=4)]
+        store.declare_kinds(limits, "test")
+
+    def claim(start: threading.Barrier) -> None:
+        start.wait()
+        for _ in range(5):
+            store.claim("w", {"limited": 30.0}, 1, limited={"limited"})
+
+    def guarded(run: Any, *args: Any) -> None:
+        try:
+            run(*args)
+        except BaseException as exc:  # reported by the assertion below
+            failures.append(exc)
+
+    for round_ in range(rounds):
+        kind = f"turning{round_}"
+        store.enqueue_many([NewJob(kind, {"n": n}, concurrency_key=f"k{n % 3}") for n in range(30)])
+        start = threading.Barrier(declarers + claimers)
+        threads = [
+            threading.Thread(target=guarded, args=(declare, kind, start)) for _ in range(declarers)
+        ]
+        threads += [threading.Thread(target=guarded, args=(claim, start)) for _ in range(claimers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+    assert probe.rows(
+        "SELECT count(*) FROM {jobs} WHERE kind LIKE 'turning%%' AND fair_tag IS NULL"
+    ) == [(0,)]
+    fair_kinds = probe.rows("SELECT count(*) FROM {kinds} WHERE fair")
+    assert fair_kinds == [(rounds,)]
 
 
 def test_every_enqueue_path_tags_a_fair_kinds_jobs_and_only_them(

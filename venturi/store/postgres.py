@@ -795,18 +795,16 @@ class PostgresStore:
             "fairs": [d.fair for d in limits],
             "declared_by": declared_by,
         }
-        fair = sorted(d.kind for d in limits if d.fair)
-        if not fair:
+        if not any(d.fair for d in limits):
             self._run("declare_kinds", params)
             return
         with self.transaction() as conn:
-            becoming = [row[0] for row in self._run("fair_becoming", {"kinds": fair}, conn)]
+            becoming = [row[0] for row in self._run("fair_becoming", params, conn)]
+            self._run("declare_kinds", params, conn)
             if becoming:
                 wait = migrations.lock_timeout_text(FAIR_LOCK_TIMEOUT)
                 conn.execute(f"SET LOCAL lock_timeout = '{wait}'".encode())
                 self._run("fair_jobs_lock", None, conn)
-            self._run("declare_kinds", params, conn)
-            if becoming:
                 self._run("fair_tag_existing", {"kinds": becoming}, conn)
 
     def set_weights(self, kind: str, weights: Mapping[str, float | None]) -> None:
