@@ -84,8 +84,12 @@ EXPECTED_SERIES = {
     "ceiling.insert_notify",
     "ceiling.multi_insert",
     "ceiling.copy",
+    "ceiling.insert_notify.own_table",
+    "ceiling.copy.own_table",
     *(f"ceiling.{shape}.c{c}" for shape in ("commit_per_job", "batched") for c in (1, 4, 16)),
 }
+
+ENQUEUE_SERIES = {"enqueue", "ceiling.insert_notify", "ceiling.insert_notify.own_table"}
 
 
 def _bench_tables(dsn: str) -> set[str]:
@@ -164,9 +168,12 @@ def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -
     measured = [row for row in COMPARISONS if row[1] in quick_report["series"]]
     assert {(key, ceiling) for _, key, ceiling, _ in measured} == set(comparisons)
     assert {"processes.2.c16", "cpu.2p"} <= {key for key, _ in comparisons}
-    assert {("enqueue-many", "ceiling.multi_insert"), ("enqueue-many", "ceiling.copy")} <= set(
-        comparisons
-    )
+    assert {
+        ("enqueue-many", "ceiling.multi_insert"),
+        ("enqueue-many", "ceiling.copy"),
+        ("enqueue-many", "ceiling.copy.own_table"),
+        ("enqueue", "ceiling.insert_notify.own_table"),
+    } <= set(comparisons)
     assert quick_report["settings"]["cpu_loops"] > 0
     for _, key, ceiling, target in measured:
         row = comparisons[key, ceiling]
@@ -235,7 +242,7 @@ def test_a_zero_backlog_drops_the_backlog_workload(database_dsn: str) -> None:
         bench_command, [*args, "--workload", "backlog", "--workload", "enqueue"]
     )
     assert result.exit_code == 0, result.output
-    assert set(json.loads(result.stdout)["series"]) == {"enqueue", "ceiling.insert_notify"}
+    assert set(json.loads(result.stdout)["series"]) == ENQUEUE_SERIES
 
 
 def test_venturi_bench_takes_the_groups_dsn(database_dsn: str) -> None:
@@ -243,5 +250,5 @@ def test_venturi_bench_takes_the_groups_dsn(database_dsn: str) -> None:
     result = CliRunner().invoke(build_cli(), [*args, "--rounds", "1"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert set(report["series"]) == {"enqueue", "ceiling.insert_notify"}
-    assert [row["series"] for row in report["comparisons"]] == ["enqueue"]
+    assert set(report["series"]) == ENQUEUE_SERIES
+    assert [row["series"] for row in report["comparisons"]] == ["enqueue", "enqueue"]

@@ -51,10 +51,13 @@ class Statements:
 
     def taken(self) -> list[str]:
         """The first word of each statement since the last call, in order."""
+        return [_first_word(query) for query in self.texts()]
+
+    def texts(self) -> list[str]:
+        """The text of each statement since the last call, in order."""
         with self.probe.conn.cursor() as cur:
             cur.execute(sql.SQL("DELETE FROM {log} RETURNING n, query").format(**self.names))
-            rows = sorted(cur.fetchall())
-        return [_first_word(query) for _, query in rows]
+            return [query for _, query in sorted(cur.fetchall())]
 
     def drop(self) -> None:
         self.probe.conn.execute(
@@ -121,6 +124,31 @@ def test_a_batch_due_now_is_copied_and_keeps_every_field_and_the_order(
     assert probe.count("jobs") == BATCH
     claimed = store.claim("w", {"copy.a": 30}, BATCH)
     assert len(claimed) == BATCH
+
+
+def test_a_batch_of_defaults_copies_three_columns_and_the_table_fills_in_the_rest(
+    store: PostgresStore, probe: Probe, statements: Statements
+) -> None:
+    plain = [NewJob("copy.a", {"n": n}) for n in range(BATCH)]
+    ids = store.enqueue_many(plain)
+    assert [text.count("(id, kind, payload)\nFROM") for text in statements.texts()] == [1]
+    for job_id in ids:
+        record = store.reads.get(job_id)
+        assert record is not None
+        default = NewJob("copy.a", record.payload)
+        assert (record.priority, record.max_attempts) == (default.priority, default.max_attempts)
+        assert (record.concurrency_key, record.trace_context) == (None, None)
+    assert probe.rows("SELECT count(*) FROM {jobs} WHERE fair_tag IS NOT NULL") == [(0,)]
+    # One job off the defaults anywhere in the batch: every column is copied.
+    for odd in (
+        {"priority": 1},
+        {"max_attempts": 6},
+        {"concurrency_key": "k"},
+        {"trace_context": {"traceparent": f"00-{1:032x}-{1:016x}-01"}},
+    ):
+        batch = [*plain[:-1], NewJob("copy.a", {"n": -1}, **odd)]
+        store.enqueue_many(batch)
+        assert [text.count("(id, kind, payload)\nFROM") for text in statements.texts()] == [0]
 
 
 def test_a_small_batch_takes_one_insert_statement(

@@ -95,9 +95,24 @@ def _groups(
 
     groups: list[list[Step]] = []
     if "enqueue" in workloads:
-        groups.append([main.enqueue_one, raw.insert_notify, *twin(main.enqueue_one)])
+        groups.append(
+            [
+                main.enqueue_one,
+                raw.insert_notify,
+                main.insert_notify_own_table,
+                *twin(main.enqueue_one),
+            ]
+        )
     if "enqueue-many" in workloads:
-        groups.append([main.enqueue_many, raw.multi_insert, raw.copy, *twin(main.enqueue_many)])
+        groups.append(
+            [
+                main.enqueue_many,
+                raw.multi_insert,
+                raw.copy,
+                main.copy_own_table,
+                *twin(main.enqueue_many),
+            ]
+        )
     if "drain" in workloads:
         for c in DRAIN_CONCURRENCIES:
             groups.append(

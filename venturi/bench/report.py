@@ -16,6 +16,11 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
     ("enqueue, 1/transaction", "enqueue", "ceiling.insert_notify", 0.8),
     ("enqueue-many", "enqueue-many", "ceiling.multi_insert", 1.0),
     ("enqueue-many vs COPY", "enqueue-many", "ceiling.copy", None),
+    # The same writes on the prefix's own jobs table, without venturi's contract (its
+    # checks, ids, fair tags): what the contract costs, and what the table's shape does.
+    ("enqueue, own jobs table", "enqueue", "ceiling.insert_notify.own_table", 0.9),
+    ("enqueue-many vs COPY, own jobs table", "enqueue-many", "ceiling.copy.own_table", 0.8),
+    ("raw COPY: jobs table vs minimal", "ceiling.copy.own_table", "ceiling.copy", None),
     ("drain c1", "drain.c1", "ceiling.commit_per_job.c1", 1.0),
     ("drain c4", "drain.c4", "ceiling.commit_per_job.c4", None),
     ("drain c16", "drain.c16", "ceiling.commit_per_job.c16", 2.0),
@@ -117,6 +122,8 @@ CEILING_LABELS = {
     "ceiling.insert_notify": "raw INSERT+NOTIFY",
     "ceiling.multi_insert": "raw multi-row INSERT",
     "ceiling.copy": "raw binary COPY",
+    "ceiling.insert_notify.own_table": "raw INSERT+NOTIFY, jobs table",
+    "ceiling.copy.own_table": "raw binary COPY, jobs table",
     "drain.c16": "venturi drain c16, empty table",
     "prune.alone.c16": "the same drain, no prune",
     "durable.alone.c16": "the same drain, nothing suspended",

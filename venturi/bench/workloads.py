@@ -8,9 +8,10 @@ starts, and in SQL (each job completed on its first claim, one journal row per j
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 
@@ -33,6 +34,7 @@ from venturi.events import WorkerEvents
 from venturi.models import NewJob
 from venturi.prefix import Prefix
 from venturi.store.connections import Preparation
+from venturi.store.ids import new_ids
 from venturi.worker.runtime import Worker
 
 # Handler threads of the in-process latency workload's worker.
@@ -54,6 +56,18 @@ def latency_figures(series: str, ledger: Ledger, committed: list[float]) -> dict
         f"{series}.p95": percentile(waits, 0.95),
         f"{series}.p99": percentile(waits, 0.99),
     }
+
+
+# The ceilings on a prefix's own jobs table: its writes without venturi's checks, ids
+# and fair tags (the table's defaults stand for every other column).
+_OWN_INSERT_NOTIFY: Final = """
+WITH inserted AS (
+    INSERT INTO {jobs} (id, kind, payload) VALUES (%s, %s, %s::jsonb) RETURNING kind
+)
+SELECT pg_notify({channel}, inserted.kind) FROM inserted
+"""
+_OWN_COPY: Final = "COPY {jobs} (id, kind, payload) FROM STDIN (FORMAT BINARY)"
+_OWN_COPY_TYPES: Final = ("uuid", "text", "jsonb")
 
 
 class VenturiBench:
@@ -148,6 +162,44 @@ class VenturiBench:
         elapsed = time.perf_counter() - started
         self._check_pending(count, "enqueue-many")
         return {"enqueue-many": count / elapsed}
+
+    def insert_notify_own_table(self) -> dict[str, float]:
+        """The single-enqueue ceiling on this prefix's own jobs table: per transaction,
+        one INSERT of the id, kind and payload (the table's defaults for the rest) and
+        the notification, in one statement; ids and JSON made here, nothing checked."""
+        count = self.settings.enqueue_jobs
+        self.reset(count)
+        query = compose(_OWN_INSERT_NOTIFY, self.prefix)
+        started = time.perf_counter()
+        with self.conn.cursor() as cur:
+            for n, job_id in enumerate(new_ids(count)):
+                params = (job_id.to_uuid(), BENCH_KIND, json.dumps({"n": n}))
+                cur.execute(query, params)
+        elapsed = time.perf_counter() - started
+        self._check_pending(count, "insert+notify ceiling on the jobs table")
+        return {"ceiling.insert_notify.own_table": count / elapsed}
+
+    def copy_own_table(self) -> dict[str, float]:
+        """The bulk ceiling on this prefix's own jobs table: a binary COPY of ``batch``
+        rows (id, kind, payload) per transaction, then the notification; ids and JSON
+        made here, nothing checked."""
+        count, batch = self.settings.many_jobs, self.settings.batch
+        self.reset(count)
+        copy_query = compose(_OWN_COPY, self.prefix)
+        notify = compose("SELECT pg_notify({channel}, %s)", self.prefix)
+        started = time.perf_counter()
+        with self.conn.cursor() as cur:
+            for first in range(0, count, batch):
+                size = min(batch, count - first)
+                with self.conn.transaction():
+                    with cur.copy(copy_query) as copy:
+                        copy.set_types(_OWN_COPY_TYPES)
+                        for n, job_id in enumerate(new_ids(size), first):
+                            copy.write_row((job_id.to_uuid(), BENCH_KIND, {"n": n}))
+                    cur.execute(notify, (BENCH_KIND,))
+        elapsed = time.perf_counter() - started
+        self._check_pending(count, "binary COPY ceiling on the jobs table")
+        return {"ceiling.copy.own_table": count / elapsed}
 
     def drain(
         self, concurrency: int, key: str | None = None, count: int | None = None

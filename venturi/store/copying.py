@@ -33,6 +33,10 @@ COPY_MIN_JOBS: Final = 128
 
 # The PostgreSQL types of the columns of copy_jobs.sql, in its order.
 _COLUMN_TYPES: Final = ("uuid", "text", "jsonb", "int2", "int4", "text", "jsonb", "float8")
+# copy_plain_jobs.sql writes the first three; the table's defaults are the rest's values
+# for a job of the default priority and attempts, no key, no trace and no fair tag.
+_PLAIN_TYPES: Final = _COLUMN_TYPES[:3]
+_TABLE_DEFAULTS: Final = (0, 5, None, None)
 
 _UUID_OID: Final = 2950
 _JSONB_OID: Final = 3802
@@ -151,6 +155,14 @@ def _copy_rows(
     # On this cursor only: by type oid, used by COPY's set_types and nowhere else.
     cur.adapters.register_dumper(None, _UlidDumper)
     cur.adapters.register_dumper(None, _JsonTextDumper)
+    if all(tag is None for tag in tags) and all(map(_plain, jobs)):
+        # A third fewer bytes to format, send and parse per row: the common batch.
+        with cur.copy(sqlfiles.statement("copy_plain_jobs", prefix)) as copy:
+            copy.set_types(_PLAIN_TYPES)
+            write = copy.write_row
+            for job_id, job in zip(ids, jobs, strict=True):
+                write((job_id, job.kind, job.payload_json))
+        return
     with cur.copy(sqlfiles.statement("copy_jobs", prefix)) as copy:
         copy.set_types(_COLUMN_TYPES)
         write = copy.write_row
@@ -167,3 +179,13 @@ def _copy_rows(
                     tag,
                 )
             )
+
+
+def _plain(job: NewJob) -> bool:
+    """True if the table's defaults hold ``job``'s values beyond its id, kind and payload."""
+    return (
+        job.priority,
+        job.max_attempts,
+        job.concurrency_key,
+        job.trace_context_json,
+    ) == _TABLE_DEFAULTS
