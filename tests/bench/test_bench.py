@@ -64,6 +64,22 @@ EXPECTED_SERIES = {
         for arm in ("", "autovacuum.")
         for figure in ("", ".of_first.ratio", ".dead_rows")
     ),
+    *(
+        f"held_horizon.{side}.{figure}"
+        for side in ("unheld", "snapshot")
+        for figure in (
+            "c16",
+            "last",
+            "round01",
+            "round02",
+            "dead_rows",
+            "latency_p50_ms",
+            "latency_p99_ms",
+        )
+    ),
+    "held_horizon.snapshot.ratio",
+    "held_horizon.snapshot.last.ratio",
+    "held_horizon.snapshot.pickup_p99.ratio",
     *(f"latency.{where}.p{q}" for where in ("c1", "c16", "inprocess.c4") for q in (50, 95, 99)),
     "rss.c16",
     *(f"soak.rss_{when}_mb" for when in ("start", "end", "peak")),
@@ -197,8 +213,9 @@ def test_quick_run_reports_every_ratio_and_limit(quick_report: dict[str, Any]) -
 def test_quick_run_drops_its_tables(quick_report: dict[str, Any]) -> None:
     # the main prefix, the backlog's, the two limited kinds', the transactional kind's,
     # the sustained rounds' two (vacuuming workers, autovacuum alone), the durable
-    # workload's two (beside suspended jobs, alone), the fair workload's two (fair, not)
-    assert len(quick_report["_prefixes"]) == 11
+    # workload's two (beside suspended jobs, alone), the fair workload's two (fair, not),
+    # the held-horizon workload's two (nothing held, a snapshot held)
+    assert len(quick_report["_prefixes"]) == 13
     assert quick_report["_left_behind"] == set()
 
 

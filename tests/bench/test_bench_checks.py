@@ -10,6 +10,7 @@ from typing import LiteralString
 import pytest
 
 from venturi.bench.ceilings import Ceilings
+from venturi.bench.horizon import HeldSnapshot
 from venturi.bench.support import BenchFailure, BenchSettings, compose
 from venturi.bench.worker import drive, latency
 from venturi.bench.workloads import VenturiBench
@@ -311,3 +312,40 @@ def test_the_next_sustained_round_checks_every_earlier_rounds_jobs(
     bench.conn.execute(compose(staged, bench.prefix))
     with pytest.raises(BenchFailure, match=f"wanted {2 * JOBS} jobs completed once: {complaint}"):
         bench.sustain("sustained.c16")
+
+
+# -- a held horizon ------------------------------------------------------------------------
+
+
+def test_a_snapshot_released_before_the_held_rounds_end_fails_the_held_horizon_check(
+    bench: VenturiBench,
+) -> None:
+    snapshot = HeldSnapshot(bench.settings.dsn)
+    try:
+        snapshot.taken(bench.conn)
+        snapshot.check(bench.conn, "held-horizon")  # still held: passes
+        snapshot.conn.commit()  # the snapshot ends; its session stays
+        with pytest.raises(BenchFailure, match="the horizon was not held for the whole run"):
+            snapshot.check(bench.conn, "held-horizon")
+    finally:
+        snapshot.close()
+
+
+@pytest.mark.timeout(180)
+def test_a_duplicated_execution_fails_the_latency_after_sustained_rounds(
+    phantom: VenturiBench,
+) -> None:
+    with pytest.raises(BenchFailure, match=r"jobs \[0\] ran more than once"):
+        phantom.latency_in_place("held_horizon.snapshot.latency")
+
+
+@pytest.mark.timeout(180)
+def test_the_latency_after_sustained_rounds_checks_every_earlier_rounds_jobs(
+    bench: VenturiBench,
+) -> None:
+    bench.sustain("held_horizon.snapshot")
+    bench.conn.execute(
+        compose("UPDATE {jobs} SET run_count = 2 WHERE payload ->> 'n' = '3'", bench.prefix)
+    )
+    with pytest.raises(BenchFailure, match=f"wanted {2 * JOBS} jobs completed once"):
+        bench.latency_in_place("held_horizon.snapshot.latency")

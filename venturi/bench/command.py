@@ -23,6 +23,7 @@ import click
 from venturi.bench import report as bench_report
 from venturi.bench.ceilings import CEILING_BATCH, Ceilings
 from venturi.bench.fairness import FairBench
+from venturi.bench.horizon import HeldHorizonBench
 from venturi.bench.pruning import PruneBench
 from venturi.bench.report import UNPREPARED_SUFFIX
 from venturi.bench.soak import Soak
@@ -43,6 +44,7 @@ WORKLOADS = (
     "transactional",
     "prune",
     "sustained",
+    "held-horizon",
     "durable",
     "fair",
     "rss",
@@ -78,6 +80,7 @@ def _groups(
     cpu_loops: int = 0,
     transactional: VenturiBench | None = None,
     sustained: tuple[VenturiBench, VenturiBench] | None = None,
+    held_horizon: HeldHorizonBench | None = None,
     suspended: SuspendedBench | None = None,
     fairness: FairBench | None = None,
 ) -> list[list[Step]]:
@@ -166,6 +169,8 @@ def _groups(
                 functools.partial(unvacuumed.sustain, "sustained.autovacuum.c16"),
             ]
         )
+    if held_horizon is not None:
+        groups.append([held_horizon.round])
     if suspended is not None:
         groups.append([suspended.round])
     if fairness is not None:
@@ -282,6 +287,10 @@ def run(
             )
             for bench in sustained:
                 cleanup.callback(bench.close)
+        held_horizon: HeldHorizonBench | None = None
+        if "held-horizon" in workloads:
+            held_horizon = HeldHorizonBench(settings)
+            cleanup.callback(held_horizon.close)
         suspended: SuspendedBench | None = None
         if "durable" in workloads:
             beside, alone = VenturiBench(settings, "ds"), VenturiBench(settings, "da")
@@ -305,6 +314,7 @@ def run(
             cpu_loops=cpu_loops,
             transactional=transactional,
             sustained=sustained,
+            held_horizon=held_horizon,
             suspended=suspended,
             fairness=fairness,
         )
@@ -387,6 +397,11 @@ def _processes(value: str | None) -> list[int]:
     type=click.FloatRange(min=4),
     help="Length of each round of the soak workload, in seconds (default 60).",
 )
+@click.option(
+    "--held-rounds",
+    type=click.IntRange(1),
+    help="Sustained rounds on each side of the held-horizon workload, per round (default 5).",
+)
 @click.option("--fillfactor", type=click.IntRange(10, 100), help="Jobs table fillfactor.")
 @click.option(
     "--compare-unprepared",
@@ -410,6 +425,7 @@ def bench_command(
     processes: str | None,
     cpu_ms: float | None,
     soak_seconds: float | None,
+    held_rounds: int | None,
     fillfactor: int | None,
     compare_unprepared: bool,
     as_json: bool,
@@ -425,7 +441,10 @@ def bench_command(
     (each completion in the run's own transaction), drain c16 beside the retention's prune
     of finished rows, sustained load (each round drains --jobs more jobs at concurrency 16
     into the same table, nothing deleted, with workers that vacuum it and with autovacuum
-    alone; run with --rounds 20), durable (drain c16 of --durable-jobs ordinary jobs beside
+    alone; run with --rounds 20), held-horizon (--held-rounds such rounds with nothing
+    holding back the xmin horizon, then as many into another table while a REPEATABLE READ
+    snapshot stays open, and the pick-up latency after each; run with --rounds 1 --jobs
+    20000 --held-rounds 20), durable (drain c16 of --durable-jobs ordinary jobs beside
     --suspended jobs suspended in durable sleeps and waits, against the same drain alone,
     side by side each round), fair (a fair kind against the same kind without fairness:
     the small keys' wait beside a deep key's backlog, runs shared by weights 1, 2 and 4
@@ -451,6 +470,7 @@ def bench_command(
             "fillfactor": fillfactor,
             "cpu_ms": cpu_ms,
             "soak_seconds": soak_seconds,
+            "held_rounds": held_rounds,
             "compare_unprepared": compare_unprepared or None,
         }.items()
         if value is not None

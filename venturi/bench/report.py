@@ -75,6 +75,18 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
         "sustained.autovacuum.c16",
         None,
     ),
+    (
+        "sustained drain c16, a snapshot held",
+        "held_horizon.snapshot.c16",
+        "held_horizon.unheld.c16",
+        0.8,
+    ),
+    (
+        "the same, last round",
+        "held_horizon.snapshot.last",
+        "held_horizon.unheld.c16",
+        0.8,
+    ),
     ("drain c1, transactional completion", "transactional.c1", "drain.c1", None),
     ("drain c16, transactional completion", "transactional.c16", "drain.c16", None),
 )
@@ -116,6 +128,11 @@ LIMITS: tuple[tuple[str, str, float], ...] = (
     ),
     ("the same, not fair (lower bound)", "fair.starvation.unfair.p99_ms", float("inf")),
     ("RSS after a soak, c16 worker process", "soak.rss_end_mb", 50.0),
+    (
+        "pick-up p99 after sustained rounds, a snapshot held against none",
+        "held_horizon.snapshot.pickup_p99.ratio",
+        2.0,
+    ),
     ("RSS growth over a soak after warm-up", "soak.growth", float("inf")),
 )
 CEILING_LABELS = {
@@ -130,6 +147,7 @@ CEILING_LABELS = {
     "fair.drain.one_key.unfair": "the same kind, not fair",
     "fair.drain.many_keys.unfair": "the same kind, not fair",
     "sustained.autovacuum.c16": "the same rounds, autovacuum alone",
+    "held_horizon.unheld.c16": "the same rounds, nothing held",
     "processes.1.c16": "1 worker process",
     "cpu.1p": "1 worker process",
     "cpu.ceiling.1p": "the same work, 1 plain process",

@@ -62,6 +62,8 @@ class BenchSettings:
     fair_claim_keys: int = 10_000
     # The "soak" workload (venturi.bench.soak).
     soak_seconds: float = 60.0
+    # The "held-horizon" workload (venturi.bench.horizon): sustained rounds on each side.
+    held_rounds: int = 5
     fillfactor: int | None = None
     compare_unprepared: bool = False
     timeout: float = 300.0
@@ -93,6 +95,7 @@ class BenchSettings:
             "fair_claim_backlog": 2000,
             "fair_claim_keys": 100,
             "soak_seconds": 4.0,
+            "held_rounds": 2,
             "timeout": 60.0,
         }
         return cls(dsn, **{**sizes, **overrides})

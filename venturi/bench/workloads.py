@@ -240,7 +240,7 @@ class VenturiBench:
         self.ledger.reset(count)
         elapsed = self.drain_timed(16, count, key)
         self.sustained += count
-        self._verify_sustained(key)
+        self._verify_sustained(count, key)
         rate = count / elapsed
         first = self._first_rate = self._first_rate or rate
         dead = fetch_one(
@@ -254,10 +254,35 @@ class VenturiBench:
         )[0]
         return {key: rate, f"{key}.of_first.ratio": rate / first, f"{key}.dead_rows": dead}
 
-    def _verify_sustained(self, what: str) -> None:
-        """This round's jobs each ran once (the ledger); every round's completed on its
-        first claim and was journaled once; nothing left pending or claimed."""
-        self.ledger.check(self.settings.jobs, what)
+    def restart_sustained(self) -> None:
+        """Empty the tables and start counting sustained rounds afresh."""
+        self.reset(0)
+        self.sustained = 0
+        self._first_rate = None
+
+    def latency_in_place(self, series: str) -> dict[str, float]:
+        """`latency` on the table as the sustained rounds left it (nothing removed, so a
+        claim meets every dead row version those rounds left): ``series``.p50, .p95 and
+        .p99 in milliseconds, the jobs checked as a sustained round's are."""
+        count = self.settings.latency_samples
+        self.ledger.reset(count)
+        settled = Settled(count)
+        worker = self._started_worker(IN_PROCESS_LATENCY_CONCURRENCY, settled)
+        try:
+            committed = self.paced_enqueues(count)
+            if not settled.countdown.done.wait(self.settings.timeout):
+                raise BenchFailure(f"{series}: {settled.countdown.count} of {count} settled")
+        finally:
+            worker.stop(timeout=30)
+        self.sustained += count
+        self._verify_sustained(count, series)
+        return latency_figures(series, self.ledger, committed)
+
+    def _verify_sustained(self, count: int, what: str) -> None:
+        """This round's ``count`` jobs each ran once (the ledger); every round's
+        completed on its first claim and was journaled once; nothing left pending or
+        claimed."""
+        self.ledger.check(count, what)
         completed, unfinished = fetch_one(
             self.conn,
             compose(

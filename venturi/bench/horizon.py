@@ -1,0 +1,116 @@
+"""The "held-horizon" workload: sustained rounds while something holds back the xmin
+horizon, against the same rounds while nothing does.
+
+A snapshot that stays open (a long report, a session idle in a transaction) keeps every
+row version deleted after it: VACUUM can remove none, and a claim walks past the dead
+entries that every earlier claim left in the pending index. Each call of `round` runs
+``held_rounds`` sustained rounds (`VenturiBench.sustain`: ``jobs`` jobs enqueued at once
+and drained at concurrency 16, nothing deleted between rounds) into one prefix with
+nothing held, then the pick-up latency there; then opens a REPEATABLE READ snapshot and
+runs as many rounds into a second prefix, and the latency there, before closing it.
+Both prefixes start empty at each call. The snapshot is checked to have held the
+horizon from its first round to its last.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Final
+
+import psycopg
+
+from venturi.bench.support import BenchFailure, BenchSettings
+from venturi.bench.workloads import VenturiBench
+
+SNAPSHOT_APPLICATION: Final = "venturi-bench-held-snapshot"
+
+_HOLDER_XMIN: Final = "SELECT backend_xmin::text FROM pg_stat_activity WHERE pid = %s"
+
+
+class HeldSnapshot:
+    """A REPEATABLE READ transaction, on a connection of its own, that has read: its
+    snapshot holds back the horizon of every table of the database until `close`."""
+
+    def __init__(self, dsn: str) -> None:
+        self.conn = psycopg.connect(dsn, application_name=SNAPSHOT_APPLICATION)
+        self.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        self.conn.execute("SELECT 1")  # the transaction's snapshot is taken here
+        self.pid = self.conn.info.backend_pid
+        self.xmin: str | None = None
+
+    def taken(self, observer: psycopg.Connection[Any]) -> None:
+        """Record the horizon the snapshot holds, as ``observer`` (another session) sees it."""
+        self.xmin = self._xmin(observer)
+        if self.xmin is None:
+            raise BenchFailure("held-horizon: the snapshot's session shows no xmin")
+
+    def check(self, observer: psycopg.Connection[Any], what: str) -> None:
+        """Raise `BenchFailure` unless the session still holds the horizon it held at
+        `taken`."""
+        now = self._xmin(observer)
+        if self.xmin is None or now != self.xmin:
+            raise BenchFailure(
+                f"{what}: the held snapshot's xmin was {self.xmin} and is now {now}: "
+                "the horizon was not held for the whole run"
+            )
+
+    def _xmin(self, observer: psycopg.Connection[Any]) -> str | None:
+        row = observer.execute(_HOLDER_XMIN, (self.pid,)).fetchone()
+        return None if row is None else row[0]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class HeldHorizonBench:
+    """The two prefixes of the held-horizon workload: rounds with nothing held, and the
+    same rounds under a held snapshot."""
+
+    def __init__(self, settings: BenchSettings) -> None:
+        self.settings = settings
+        self.unheld = VenturiBench(settings, "hu")
+        self.held = VenturiBench(settings, "hh")
+
+    def close(self) -> None:
+        try:
+            self.unheld.close()
+        finally:
+            self.held.close()
+
+    def round(self) -> dict[str, float]:
+        self.unheld.restart_sustained()
+        self.held.restart_sustained()
+        figures = self._rounds(self.unheld, "held_horizon.unheld")
+        snapshot = HeldSnapshot(self.settings.dsn)
+        try:
+            snapshot.taken(self.held.conn)
+            figures |= self._rounds(self.held, "held_horizon.snapshot")
+            snapshot.check(self.held.conn, "held-horizon")
+        finally:
+            snapshot.close()
+        unheld = figures["held_horizon.unheld.c16"]
+        figures["held_horizon.snapshot.ratio"] = figures["held_horizon.snapshot.c16"] / unheld
+        figures["held_horizon.snapshot.last.ratio"] = figures["held_horizon.snapshot.last"] / unheld
+        figures["held_horizon.snapshot.pickup_p99.ratio"] = (
+            figures["held_horizon.snapshot.latency_p99_ms"]
+            / figures["held_horizon.unheld.latency_p99_ms"]
+        )
+        return figures
+
+    def _rounds(self, bench: VenturiBench, side: str) -> dict[str, float]:
+        """``held_rounds`` sustained rounds and the latency after them: the rounds' median
+        rate, the last round's, each round's, the dead row versions after the last, and
+        the latency's p50 and p99."""
+        rates: list[float] = []
+        figures: dict[str, float] = {}
+        for index in range(self.settings.held_rounds):
+            round_figures = bench.sustain(side)
+            rates.append(round_figures[side])
+            figures[f"{side}.round{index + 1:02d}"] = round_figures[side]
+            figures[f"{side}.dead_rows"] = round_figures[f"{side}.dead_rows"]
+        latency = bench.latency_in_place(f"{side}.latency")
+        figures[f"{side}.c16"] = statistics.median(rates)
+        figures[f"{side}.last"] = rates[-1]
+        figures[f"{side}.latency_p50_ms"] = latency[f"{side}.latency.p50"]
+        figures[f"{side}.latency_p99_ms"] = latency[f"{side}.latency.p99"]
+        return figures
