@@ -11,12 +11,7 @@
 -- caller believes: its claims go through claim_limited.sql, which takes the kind's turn.
 -- Parameters: kinds (text[]), leases (float8[] seconds, one per kind), priority_floor,
 -- limit, worker. Returns: the claimed jobs (JobRecord.from_row order), unordered.
-WITH RECURSIVE wanted AS (
-    SELECT w.kind, w.lease, coalesce(k.fair, false) AS fair
-    FROM unnest(%(kinds)s::text[], %(leases)s::float8[]) AS w (kind, lease)
-    LEFT JOIN {kinds} AS k ON k.kind = w.kind
-    WHERE NOT coalesce({kind_held_back}, false)
-),
+WITH RECURSIVE {claim_wanted},
 {pending_levels},
 candidates AS (
     SELECT c.id, c.priority, c.visible_at, wanted.lease
@@ -55,11 +50,4 @@ picked AS (
     ORDER BY candidates.priority DESC, candidates.visible_at, candidates.id
     LIMIT %(limit)s
 )
-UPDATE {jobs} AS j
-SET status = 'claimed',
-    claimed_by = %(worker)s,
-    run_count = j.run_count + 1,
-    claim_expires_at = now() + make_interval(secs => picked.lease)
-FROM picked
-WHERE j.id = picked.picked_id
-RETURNING {job_columns}
+{claim_update}

@@ -1,3 +1,4 @@
--- Drops the prefix's function that settles children (after drop_prefix).
+-- Drops the prefix's functions (after drop_prefix): the one that settles children, and
+-- the trigger function that stamps a pending job's pended_xid.
 -- Parameters: none. Returns: nothing.
-DROP FUNCTION IF EXISTS {finish_children}(uuid[], text)
+DROP FUNCTION IF EXISTS {finish_children}(uuid[], text), {pended_stamp}()

@@ -75,6 +75,10 @@ _SUFFIXES: Final = {
     "fair_weights_check": "_fair_w_ck",
     "fair_claim_idx": "_jobs_fair_idx",
     "fair_key_idx": "_jobs_fairkey_idx",
+    "pended_idx": "_jobs_pended_idx",
+    "pended_stamp": "_pended_stamp",
+    "pended_on_insert": "_pended_ins",
+    "pended_on_update": "_pended_upd",
 }
 LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX

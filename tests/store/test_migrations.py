@@ -214,8 +214,9 @@ def test_the_longest_prefix_migrates_with_no_name_truncated(
                     " UNION SELECT conname FROM pg_constraint WHERE conname LIKE %s"
                     " UNION SELECT proname FROM pg_proc WHERE proname LIKE %s"
                     " UNION SELECT stxname FROM pg_statistic_ext WHERE stxname LIKE %s"
-                    " UNION SELECT typname FROM pg_type WHERE typtype = 'd' AND typname LIKE %s",
-                    (name + "%",) * 5,
+                    " UNION SELECT typname FROM pg_type WHERE typtype = 'd' AND typname LIKE %s"
+                    " UNION SELECT tgname FROM pg_trigger WHERE tgname LIKE %s",
+                    (name + "%",) * 6,
                 )
             }
         expected = {

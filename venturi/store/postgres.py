@@ -65,6 +65,7 @@ from venturi.store.connections import (
     Source,
     check_pool_size,
     check_preparation,
+    claim_floors,
     execute,
     mapped_errors,
     new_pool,
@@ -73,6 +74,7 @@ from venturi.store.connections import (
 from venturi.store.dsn import Dsn
 from venturi.store.enqueueing import Enqueuer
 from venturi.store.failover import DatabaseServer, write_session_keywords
+from venturi.store.floors import FLOORS_AFTER_DEAD_ROWS, FloorSwitch
 from venturi.store.hooks import Settled, StoreHooks
 from venturi.store.ids import new_id, new_ids
 from venturi.store.notifier import PostgresNotifier
@@ -151,8 +153,12 @@ class PostgresStore:
     listen: Dsn | None = attrs.field(default=None, kw_only=True)
     # Shared with the store's siblings, so a worker's side stores are watched too.
     hooks: StoreHooks = attrs.field(factory=StoreHooks, kw_only=True)
+    # Claims start from floors once the jobs table holds this many dead row versions
+    # (`venturi.store.floors`); 0: always.
+    floors_after_dead_rows: int = attrs.field(default=FLOORS_AFTER_DEAD_ROWS, kw_only=True)
     reads: ReadStore = attrs.field(init=False)
     _enqueuer: Enqueuer = attrs.field(init=False)
+    _floor_switch: FloorSwitch = attrs.field(init=False)
 
     @max_payload_bytes.validator
     def _check_max_payload_bytes(self, _: attrs.Attribute[int], value: int) -> None:
@@ -166,6 +172,10 @@ class PostgresStore:
     @_enqueuer.default
     def _new_enqueuer(self) -> Enqueuer:
         return Enqueuer(self.prefix, self.max_payload_bytes)
+
+    @_floor_switch.default
+    def _new_floor_switch(self) -> FloorSwitch:
+        return FloorSwitch(self.floors_after_dead_rows)
 
     @classmethod
     def from_dsn(
@@ -248,6 +258,7 @@ class PostgresStore:
             max_payload_bytes=self.max_payload_bytes,
             listen=self.listen,
             hooks=self.hooks,
+            floors_after_dead_rows=self.floors_after_dead_rows,
         )
 
     def with_prefix(self, prefix: Prefix) -> PostgresStore:
@@ -489,21 +500,41 @@ class PostgresStore:
             limit -= len(jobs)
             if limit < 1 or not leases:
                 return _in_claim_order(jobs)
+        floor = _floor(priority_floor)
         params = {
             "kinds": list(leases),
             "leases": [float(v) for v in leases.values()],
-            "priority_floor": _floor(priority_floor),
+            "priority_floor": floor,
             "limit": limit,
             "worker": worker,
         }
         if conn is None:
-            rows = self._run("claim", params)
+            with self.connection() as own:
+                rows = self._claim_on(own, params, floor)
         else:
             self.connections.check_process()
             with mapped_errors():
-                rows = execute(conn, self._statement("claim"), params, prepare=True)
+                rows = self._claim_on(conn, params, floor)
         jobs.extend(JobRecord.from_row(row) for row in rows)
         return _in_claim_order(jobs)
+
+    def _claim_on(
+        self, conn: psycopg.Connection[Any], params: dict[str, Any], floor: int
+    ) -> list[tuple[Any, ...]]:
+        """Run claim.sql on ``conn``, or claim_floored.sql from the connection's floors
+        (`venturi.store.floors`) while the jobs table holds many dead row versions;
+        returns the claimed jobs' rows."""
+        floors = claim_floors(conn)
+        if not self._floor_switch.on(lambda: self._dead_row_versions(conn)):
+            floors.forget()  # a floor kept through a long pause costs its first use
+            return execute(conn, self._statement("claim"), params, prepare=True)
+        params.update(floors.params(params["kinds"], floor))
+        rows = execute(conn, self._statement("claim_floored"), params, prepare=True)
+        return floors.job_rows(rows, floor)
+
+    def _dead_row_versions(self, conn: psycopg.Connection[Any]) -> int | None:
+        rows = execute(conn, self._statement("dead_rows"), {"table": self.prefix.jobs})
+        return int(rows[0][0]) if rows else None
 
     def _claim_limited(
         self,
@@ -579,8 +610,17 @@ class PostgresStore:
     ) -> tuple[datetime | None, datetime | None]:
         if not kinds:
             return None, None
-        params = {"kinds": list(kinds), "priority_floor": _floor(priority_floor)}
-        rows = self._run("next_visible_at", params)
+        floor = _floor(priority_floor)
+        params: dict[str, Any] = {"kinds": list(kinds), "priority_floor": floor}
+        with self.connection() as conn:
+            floors = claim_floors(conn)
+            if not self._floor_switch.on(lambda: self._dead_row_versions(conn)):
+                floors.forget()
+                rows = execute(conn, self._statement("next_visible_at"), params)
+            else:
+                params.update(floors.params(kinds, floor))
+                rows = execute(conn, self._statement("next_visible_floored"), params)
+                floors.learn(rows[0][2:], floor)
         return (rows[0][0], rows[0][1]) if rows else (None, None)
 
     # -- a run's end ------------------------------------------------------------------
