@@ -545,7 +545,7 @@ class Queue:
 
     def paused(self) -> set[str]:
         """The kinds paused now."""
-        return {state.kind for state in self.reads.kinds() if state.paused}
+        return {limits.kind for limits, paused in self.reads.kind_limits() if paused}
 
     def kinds(self) -> list[KindState]:
         """Each kind's flow control as the database holds it: paused, the latest

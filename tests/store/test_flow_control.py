@@ -13,6 +13,7 @@ from tests.support import Probe
 from venturi import ConfigurationError, InvalidJob, NewJob, Queue
 from venturi.errors import StoreError
 from venturi.flow.limits import KindLimits, Rate
+from venturi.store import sqlfiles
 from venturi.store.postgres import PostgresStore
 
 LEASES = {"k": 30.0}
@@ -230,3 +231,28 @@ def test_a_failing_limited_claim_claims_nothing_and_gives_the_turn_back(
         )
         assert other.execute(locked).fetchall() == [("k",)]
     assert len(store.claim("w", LEASES, 2, limited={"k"})) == 2
+
+
+def _relations(plan: dict[str, Any]) -> set[str]:
+    found = {plan["Relation Name"]} if "Relation Name" in plan else set()
+    for child in plan.get("Plans", []):
+        found |= _relations(child)
+    return found
+
+
+def test_the_limits_workers_reread_come_without_reading_a_job(
+    database_dsn: str, store: PostgresStore
+) -> None:
+    """Workers re-read the kinds' limits every few seconds: a count of claimed jobs
+    there would step over every dead claimed version while vacuum is held back."""
+    store.declare_kinds([KindLimits("k", concurrency=2), KindLimits("j")], "w")
+    store.pause_kinds(["j"])
+    assert sorted(
+        (limits.kind, limits.concurrency, paused) for limits, paused in store.reads.kind_limits()
+    ) == [("j", None, True), ("k", 2, False)]
+    for name, reads_jobs in (("kind_limits", False), ("kinds", True)):
+        explain = b"EXPLAIN (FORMAT JSON) " + sqlfiles.statement(name, store.prefix)
+        with psycopg.connect(database_dsn) as conn:
+            row = conn.execute(explain).fetchone()
+        assert row is not None
+        assert (store.prefix.jobs in _relations(row[0][0]["Plan"])) is reads_jobs, name

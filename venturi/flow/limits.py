@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -108,6 +108,14 @@ class KindLimits:
             or self.rate is not None
         )
 
+    @classmethod
+    def of_row(cls, kind: str, columns: Sequence[Any]) -> KindLimits:
+        """From a kinds row's concurrency, key_concurrency, rate_limit, rate_window and
+        fair columns."""
+        concurrency, key_concurrency, rate_limit, rate_window, fair = columns
+        rate = None if rate_limit is None else Rate(rate_limit, float(rate_window))
+        return cls(kind, concurrency, key_concurrency, rate, bool(fair))
+
 
 @attrs.frozen
 class KindState:
@@ -125,9 +133,8 @@ class KindState:
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> KindState:
         """From a row of ``sql/kinds.sql``."""
-        kind, paused, paused_at, concurrency, key_concurrency, rate_limit, rate_window = row[:7]
-        rate = None if rate_limit is None else Rate(rate_limit, float(rate_window))
-        limits = KindLimits(kind, concurrency, key_concurrency, rate, bool(row[10]))
+        kind, paused, paused_at = row[:3]
+        limits = KindLimits.of_row(kind, (*row[3:7], row[10]))
         return cls(kind, paused, paused_at, limits, row[7], row[8], int(row[9]))
 
     @property

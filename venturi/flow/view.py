@@ -60,7 +60,7 @@ class FlowView:
             store.declare_kinds(self.limits, self.declared_by)
             self.declared = True
         mine = {limits.kind for limits in self.limits}
-        self._adopt([state.limits for state in store.reads.kinds() if state.kind in mine])
+        self._adopt([limits for limits, _ in store.reads.kind_limits() if limits.kind in mine])
 
     def _adopt(self, limits: list[KindLimits]) -> None:
         self.limited = frozenset(d.kind for d in limits if d.limited)

@@ -17,7 +17,7 @@ import attrs
 import psycopg
 from ulid import ULID
 
-from venturi.flow.limits import FairKey, KindState
+from venturi.flow.limits import FairKey, KindLimits, KindState
 from venturi.models import (
     HistoryCursor,
     HistoryFilter,
@@ -168,6 +168,13 @@ class ReadStore:
         """Every kind with a row of flow control: pause, declared limits, running jobs."""
         return [KindState.from_row(row) for row in self._read("kinds")]
 
+    def kind_limits(self) -> list[tuple[KindLimits, bool]]:
+        """Each kind's latest declared limits, and whether it is paused, without counting
+        its running jobs (`kinds` does): what workers re-read every few seconds."""
+        return [
+            (KindLimits.of_row(row[0], row[2:]), bool(row[1])) for row in self._read("kind_limits")
+        ]
+
     def weights(self, kind: str | None = None) -> dict[str, dict[str, float]]:
         """The weights set for each fair kind's keys (those of ``kind`` only, if given)."""
         found: dict[str, dict[str, float]] = {}
@@ -202,7 +209,7 @@ class ReadStore:
         ``exact_below`` rows (planner's estimate) the rest are estimated."""
         size_rows = self._read("table_size", {"table": self.prefix.jobs})
         rows, analyzed_at = size_rows[0] if size_rows else (-1, None)
-        paused = {row[0] for row in self._read("kinds") if row[1]}
+        paused = {limits.kind for limits, paused in self.kind_limits() if paused}
         if rows < exact_below:
             return self._exact_overview(paused, int(rows), analyzed_at)
         active = self._read("active_counts")

@@ -45,7 +45,7 @@ def drain(
         raise ConfigurationError(f"no handler registered for kinds: {', '.join(unknown)}")
     leases = {k: definitions[k].lease for k in wanted}
     limited = {k for k in wanted if definitions[k].limits.limited}
-    limited |= {state.kind for state in store.reads.kinds() if state.limited}
+    limited |= {limits.kind for limits, _ in store.reads.kind_limits() if limits.limited}
     deadline = time.monotonic() + wait_for
     name = worker if worker is not None else f"drain:{default_name()}"
     pause = threading.Event()
