@@ -26,6 +26,7 @@ import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Final
 
 import attrs
@@ -169,6 +170,32 @@ class InjectingStore(PostgresStore):
     ) -> list[tuple[Any, ...]]:
         with self.statement(name):
             return super()._run(name, params, conn)
+
+    def claim(
+        self,
+        worker: str,
+        leases: dict[str, float],
+        limit: int,
+        priority_floor: int | None = None,
+        *,
+        limited: frozenset[str] | set[str] = frozenset(),
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> list[JobRecord]:
+        # claim.sql or claim_floored.sql, run on a connection the claim checks out itself
+        with self.statement("claim"):
+            return super().claim(worker, leases, limit, priority_floor, limited=limited, conn=conn)
+
+    def next_visible_at(
+        self, kinds: Sequence[str], priority_floor: int | None = None
+    ) -> datetime | None:
+        with self.statement("next_visible_at"):
+            return super().next_visible_at(kinds, priority_floor)
+
+    def seconds_until_visible(
+        self, kinds: Sequence[str], priority_floor: int | None = None
+    ) -> float | None:
+        with self.statement("next_visible_at"):
+            return super().seconds_until_visible(kinds, priority_floor)
 
     def settle_many(
         self,
