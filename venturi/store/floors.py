@@ -26,11 +26,13 @@ import attrs
 
 # The columns floors_found.sql appends to each row of a claim.
 FLOOR_COLUMNS: Final = 5
-# Claims start from floors once the jobs table holds this many dead row versions: about
-# two per drained job, one of them an entry of the claim index a probe from the start
-# steps over. Reading a floor's statement costs a claim about as much as stepping over
-# 3,000 such entries (`venturi bench --workload latency` and `--workload held-horizon`).
-FLOORS_AFTER_DEAD_ROWS: Final = 6_000
+# Claims start from floors once the jobs table holds this many dead row versions: more
+# than the workers' vacuum lets pile up (it runs every 10,000 or so), so in normal
+# operation claims are the plain ones, and floors serve while vacuum cannot remove
+# anything (a held-back xmin horizon). A claim from floors costs about as much more as
+# stepping over 3,000 dead entries of the claim index (`venturi bench --workload
+# held-horizon`).
+FLOORS_AFTER_DEAD_ROWS: Final = 100_000
 # Seconds between looks at the dead row versions, from the claims.
 FLOORS_LOOK: Final = 1.0
 
