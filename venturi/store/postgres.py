@@ -74,7 +74,7 @@ from venturi.store.connections import (
 from venturi.store.dsn import Dsn
 from venturi.store.enqueueing import Enqueuer
 from venturi.store.failover import DatabaseServer, write_session_keywords
-from venturi.store.floors import FLOORS_AFTER_DEAD_ROWS, FloorSwitch
+from venturi.store.floors import FLOORS_AFTER_DEAD_ROWS, ClaimFloors, FloorSwitch
 from venturi.store.hooks import Settled, StoreHooks
 from venturi.store.ids import new_id, new_ids
 from venturi.store.notifier import PostgresNotifier
@@ -522,19 +522,28 @@ class PostgresStore:
         self, conn: psycopg.Connection[Any], params: dict[str, Any], floor: int
     ) -> list[tuple[Any, ...]]:
         """Run claim.sql on ``conn``, or claim_floored.sql from the connection's floors
-        (`venturi.store.floors`) while the jobs table holds many dead row versions;
-        returns the claimed jobs' rows."""
-        floors = claim_floors(conn)
-        if not self._floor_switch.on(lambda: self._dead_row_versions(conn)):
-            floors.forget()  # a floor kept through a long pause costs its first use
+        while they pay (`_floors_in_use`); returns the claimed jobs' rows."""
+        floors = self._floors_in_use(conn)
+        if floors is None:
             return execute(conn, self._statement("claim"), params, prepare=True)
         params.update(floors.params(params["kinds"], floor))
         rows = execute(conn, self._statement("claim_floored"), params, prepare=True)
         return floors.job_rows(rows, floor)
 
-    def _dead_row_versions(self, conn: psycopg.Connection[Any]) -> int | None:
-        rows = execute(conn, self._statement("dead_rows"), {"table": self.prefix.jobs})
-        return int(rows[0][0]) if rows else None
+    def _floors_in_use(self, conn: psycopg.Connection[Any]) -> ClaimFloors | None:
+        """``conn``'s claim floors (`venturi.store.floors`) while the jobs table holds
+        enough dead row versions for them to pay; else None, and they are forgotten: a
+        floor kept through a long pause would cost its first use."""
+        floors = claim_floors(conn)
+
+        def dead_versions() -> int | None:
+            rows = self.dead_rows(conn)
+            return None if rows is None else rows.dead
+
+        if self._floor_switch.on(dead_versions):
+            return floors
+        floors.forget()
+        return None
 
     def _claim_limited(
         self,
@@ -613,9 +622,8 @@ class PostgresStore:
         floor = _floor(priority_floor)
         params: dict[str, Any] = {"kinds": list(kinds), "priority_floor": floor}
         with self.connection() as conn:
-            floors = claim_floors(conn)
-            if not self._floor_switch.on(lambda: self._dead_row_versions(conn)):
-                floors.forget()
+            floors = self._floors_in_use(conn)
+            if floors is None:
                 rows = execute(conn, self._statement("next_visible_at"), params)
             else:
                 params.update(floors.params(kinds, floor))
@@ -790,10 +798,11 @@ class PostgresStore:
 
     # -- table upkeep -------------------------------------------------------------------
 
-    def dead_rows(self) -> DeadRows | None:
+    def dead_rows(self, conn: psycopg.Connection[Any] | None = None) -> DeadRows | None:
         """The jobs table's dead and live row versions by the server's statistics, and
-        whether this session may vacuum it; None before the table exists."""
-        rows = self._run("dead_rows", {"table": self.prefix.jobs})
+        whether this session may vacuum it; None before the table exists. On ``conn`` if
+        given."""
+        rows = self._run("dead_rows", {"table": self.prefix.jobs}, conn)
         return DeadRows(*rows[0]) if rows else None
 
     def vacuum_health(self, holders: int = HOLDERS_READ) -> VacuumHealth:
