@@ -5,7 +5,7 @@
 -- claimed before. The store uses it while claims use claim_floored.sql.
 -- Paused kinds are left out: their jobs wake no one until the kind is resumed.
 -- Parameters: kinds (text[]), priority_floor, and the kinds' floors (floor_kinds,
--- floor_priorities, floor_ats, floor_ids, floor_snapshots). Returns: one row
+-- floor_priorities, floor_ats, floor_ids, floor_snapshots, floor_server). Returns: one row
 -- (visible_at or NULL, now, then the floors found as fragment floors_found reports them).
 WITH RECURSIVE wanted AS (
     SELECT w.kind FROM unnest(%(kinds)s::text[]) AS w (kind)
@@ -14,5 +14,5 @@ WITH RECURSIVE wanted AS (
 {floored_levels}
 SELECT (SELECT min(levels.first_at) FROM levels), now(),
        array_agg(tops.kind), array_agg(tops.priority), array_agg(tops.first_at),
-       array_agg(tops.first_id), pg_current_snapshot()::text
+       array_agg(tops.first_id), pg_current_snapshot()::text, {floor_server}
 FROM tops

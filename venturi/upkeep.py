@@ -152,3 +152,20 @@ def _duration(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60} min {whole % 60} s"
     return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
+@attrs.define(eq=False)
+class VacuumPace:
+    """Where the workers' own vacuuming of a jobs table stands
+    (`venturi.worker.vacuuming`): kept by a store and shared with its siblings, so a
+    worker started later in the process goes on from it instead of vacuuming at once.
+    Workers of one process update it without a lock: a lost update costs one vacuum
+    early or late."""
+
+    # Dead row versions the last vacuum left behind (fewer once autovacuum removed some).
+    left: int = 0
+    # Dead row versions at the latest look.
+    seen: int = 0
+    # Vacuums in a row that removed less than half of the versions added before them:
+    # something holds the horizon, and each such vacuum reads the whole table in vain.
+    futile: int = 0

@@ -6,7 +6,9 @@
 -- last vacuum (all of them while a held-back xmin horizon stops vacuum). A kind's floor
 -- (the parameters floor_kinds, floor_priorities, floor_ats, floor_ids, floor_snapshots:
 -- the first pending job an earlier statement found, and that statement's snapshot as
--- text, or a NULL job when it found none) lets the top probe start there instead. Every
+-- text, or a NULL job when it found none; floor_server: the server they were found on, as
+-- fragment floor_server names it, for floors found on another are ignored) lets the top
+-- probe start there instead. Every
 -- job pending now and before the floor in claim order was made pending (or moved) by a
 -- transaction that snapshot did not see, and so carries a pended_xid at or past its xmax
 -- (and before the current snapshot's) or among its in-progress transactions (migration
@@ -22,6 +24,7 @@ tops (kind, priority, first_at, first_id) AS (
             %(floor_kinds)s::text[], %(floor_priorities)s::int[],
             %(floor_ats)s::timestamptz[], %(floor_ids)s::uuid[], %(floor_snapshots)s::text[]
         ) AS f (kind, priority, visible_at, id, snapshot)
+        WHERE %(floor_server)s::text = {floor_server}
     ) AS floor ON floor.kind = wanted.kind
     LEFT JOIN LATERAL (
         SELECT t.priority, t.visible_at, t.id

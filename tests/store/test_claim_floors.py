@@ -3,9 +3,9 @@ order after the floor was found (a transaction that began earlier and committed 
 a job made pending again, a job moved earlier, a higher priority) is claimed in its
 place, as a claim from the start would claim it.
 
-Each store here claims from floors whatever the dead row versions, on a pool of one
-connection, so its claims use the floors its earlier claims found (they are kept per
-connection)."""
+Each store here claims from floors whatever the dead row versions, so its claims use
+the floors its earlier claims found (they are kept per store, for every connection of
+its pool, and dropped when a statement finds itself on another server)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.support import Probe, migrate_before, wait_until
 from venturi.models import SMALLINT_MIN, JobRecord, NewJob
 from venturi.prefix import Prefix
 from venturi.settlements import Claim, Settlement
-from venturi.store.connections import claim_floors
+from venturi.store.floors import FLOORS_AFTER_HELD_DEAD_ROWS
 from venturi.store.postgres import PostgresStore
 
 LEASE = {"k": 60.0}
@@ -51,6 +51,10 @@ def _names(jobs: list[JobRecord]) -> list[str]:
 
 def _job(name: str, **options: Any) -> NewJob:
     return NewJob("k", {"name": name}, **options)
+
+
+def _floor_params(store: PostgresStore) -> dict[str, Any]:
+    return store.claim_floors.params(["k"], SMALLINT_MIN)
 
 
 def test_a_job_of_a_transaction_that_began_before_the_floor_is_claimed_in_its_place(
@@ -157,6 +161,29 @@ def test_floors_are_kept_per_priority_floor(lone: PostgresStore) -> None:
     assert _names(lone.claim("w", LEASE, 5, priority_floor=5)) == ["high-again"]
 
 
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["same-server", "another-server"])
+def test_floors_found_on_another_server_are_ignored(
+    probe: Probe, lone: PostgresStore, elsewhere: bool
+) -> None:
+    """A floor says which jobs its snapshot saw written; on a promoted standby or a
+    restored server those transactions are others. Here a floor past a pending job,
+    whose snapshot saw that job written, steps over it on its own server, and is
+    ignored when it names another."""
+    lone.enqueue(_job("first"))
+    assert _names(lone.claim("w", LEASE, 1)) == ["first"]  # the server, learnt
+    server = _floor_params(lone)["floor_server"]
+    assert server
+    lone.enqueue(_job("hidden"))
+    lone.enqueue(_job("later"))
+    ((priority, at, later_id),) = probe.rows(
+        "SELECT priority, visible_at, id FROM {jobs} WHERE payload->>'name' = 'later'"
+    )
+    snapshot = probe.scalar("SELECT pg_current_snapshot()::text")
+    found_on = "another server" if elsewhere else server
+    lone.claim_floors.learn((["k"], [priority], [at], [later_id], snapshot, found_on), SMALLINT_MIN)
+    assert _names(lone.claim("w", LEASE, 1)) == (["hidden"] if elsewhere else ["later"])
+
+
 def test_jobs_written_before_the_migration_are_claimed_from_floors(
     database_dsn: str, prefix: str, probe: Probe
 ) -> None:
@@ -187,7 +214,7 @@ def test_racing_writers_and_claimers_lose_and_double_nothing(
 ) -> None:
     """Writers whose transactions stay open a random while (their jobs visible from when
     they began, at random priorities) and release jobs back to pending, against claimers
-    on one connection each: every job is claimed, and once."""
+    sharing one store's floors from a connection each: every job is claimed, and once."""
     writers, per_writer, claimers = 4, 60, 3
     total = writers * per_writer
     claimed: list[str] = []
@@ -208,14 +235,15 @@ def test_racing_writers_and_claimers_lose_and_double_nothing(
         except BaseException as exc:  # pragma: no cover - reported below
             failures.append(exc)
 
+    shared = PostgresStore.from_dsn(
+        database_dsn, store.prefix, pool_size=claimers, floors_after_dead_rows=0
+    )
+
     def claim(c: int) -> None:
         rng = random.Random(100 + c)
-        own = PostgresStore.from_dsn(
-            database_dsn, store.prefix, pool_size=1, floors_after_dead_rows=0
-        )
         try:
             while writing.is_set() or len(claimed) < total:
-                jobs = own.claim(f"c{c}", LEASE, rng.randrange(1, 6))
+                jobs = shared.claim(f"c{c}", LEASE, rng.randrange(1, 6))
                 released = [j for j in jobs if rng.random() < 0.1 and j.run_count == 1]
                 for job in released:  # back to pending, visible from before any floor
                     probe.rows(
@@ -230,8 +258,6 @@ def test_racing_writers_and_claimers_lose_and_double_nothing(
                     return
         except BaseException as exc:  # pragma: no cover - reported below
             failures.append(exc)
-        finally:
-            own.close()
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
     claiming = [threading.Thread(target=claim, args=(c,)) for c in range(claimers)]
@@ -242,6 +268,7 @@ def test_racing_writers_and_claimers_lose_and_double_nothing(
     writing.clear()
     for thread in claiming:
         thread.join(timeout=60)
+    shared.close()
     assert not failures, failures
     wait_until(lambda: len(claimed) >= total, timeout=5, what="every job claimed")
     assert sorted(claimed) == sorted(f"{w}-{n}" for w in range(writers) for n in range(per_writer))
@@ -257,8 +284,7 @@ def test_claims_start_from_floors_once_dead_row_versions_pile_up(
     try:
 
         def floors_kept() -> bool:
-            with switching.connection() as conn:
-                return bool(claim_floors(conn).params(["k"], SMALLINT_MIN)["floor_kinds"])
+            return bool(_floor_params(switching)["floor_kinds"])
 
         switching.enqueue(_job("first"))
         assert _names(switching.claim("w", LEASE, 1)) == ["first"]
@@ -274,5 +300,41 @@ def test_claims_start_from_floors_once_dead_row_versions_pile_up(
             return floors_kept()
 
         wait_until(claimed_from_floors, what="claims from floors, the statistics updated")
+    finally:
+        switching.close()
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["vacuum-removes", "horizon-held"])
+def test_claims_start_from_floors_sooner_once_a_vacuum_found_the_horizon_held(
+    database_dsn: str, store: PostgresStore, probe: Probe, held: bool
+) -> None:
+    """Past `FLOORS_AFTER_HELD_DEAD_ROWS` dead row versions, and below the usual
+    threshold, claims start from floors only once the workers' vacuum found it could
+    remove little (its pace counts such vacuums)."""
+    switching = PostgresStore.from_dsn(
+        database_dsn, store.prefix, pool_size=1, floors_after_dead_rows=10**9
+    )
+    switching.vacuum_pace.futile = int(held)
+    try:
+        rows = FLOORS_AFTER_HELD_DEAD_ROWS // 2 + 1
+        probe.rows(
+            "INSERT INTO {jobs} (id, kind, payload)"
+            " SELECT gen_random_uuid(), 'other', '{{}}'"
+            " FROM generate_series(1, %s)",
+            rows,
+        )
+        for _ in range(2):
+            probe.rows("UPDATE {jobs} SET priority = priority + 1 WHERE kind = 'other'")
+        probe.rows("SELECT pg_stat_force_next_flush()")
+        wait_until(
+            lambda: (
+                (dead := switching.dead_rows()) is not None
+                and dead.dead >= FLOORS_AFTER_HELD_DEAD_ROWS
+            ),
+            what="the dead row versions in the statistics",
+        )
+        switching.enqueue(_job("probe"))
+        assert _names(switching.claim("w", LEASE, 1)) == ["probe"]
+        assert bool(_floor_params(switching)["floor_kinds"]) == held
     finally:
         switching.close()

@@ -115,19 +115,48 @@ def test_versions_an_open_snapshot_keeps_are_not_vacuumed_again_and_again(
         for _ in range(3):
             vacuum.step()
         assert _vacuums(probe, store.prefix.jobs) == 1
-    # Released: the next versions make a vacuum due again, and it removes them all (once
-    # no other session's snapshot, on a server other tests share, still needs them).
-    rounds = 0
-
-    def vacuumed_clean() -> bool:
-        nonlocal rounds
-        rounds += 1
+        # It removed nothing: the next waits for twice as many new versions.
         _kill_versions(probe, store, DUE)
         vacuum.step()
-        assert _vacuums(probe, store.prefix.jobs) == 1 + rounds
+        assert _vacuums(probe, store.prefix.jobs) == 1
+        _kill_versions(probe, store, DUE)
+        vacuum.step()
+        assert _vacuums(probe, store.prefix.jobs) == 2
+        assert store.vacuum_pace.futile == 2
+
+    # Released: once enough new versions make a vacuum due again, it removes them all
+    # (once no other session's snapshot, on a server other tests share, still needs
+    # them) and the pace starts afresh.
+    def vacuumed_clean() -> bool:
+        _kill_versions(probe, store, DUE)
+        vacuum.step()
         return _dead(store) < vacuuming.DEAD_ROWS
 
     wait_until(vacuumed_clean, interval=0.2, what="a vacuum that removes the released versions")
+    assert store.vacuum_pace.futile == 0
+    vacuums = _vacuums(probe, store.prefix.jobs)
+    _kill_versions(probe, store, DUE)
+    vacuum.step()
+    assert _vacuums(probe, store.prefix.jobs) == vacuums + 1
+
+
+def test_a_worker_started_later_goes_on_from_the_last_vacuum(
+    store: PostgresStore, probe: Probe
+) -> None:
+    _kill_versions(probe, store, DUE)
+    JobsTableVacuum(store).step()
+    assert _vacuums(probe, store.prefix.jobs) == 1
+    # Whatever that vacuum left (other tests' snapshots may keep some), a vacuum of a
+    # sibling store (a new worker's) waits for new versions, as the first would.
+    later = JobsTableVacuum(store.sibling())
+    try:
+        later.step()
+        assert _vacuums(probe, store.prefix.jobs) == 1
+        _kill_versions(probe, store, DUE << store.vacuum_pace.futile)
+        later.step()
+        assert _vacuums(probe, store.prefix.jobs) == 2
+    finally:
+        later.store.close()
 
 
 @pytest.fixture

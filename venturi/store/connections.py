@@ -29,7 +29,6 @@ from venturi.errors import ConfigurationError, ForkedError, StoreUnavailable, fi
 from venturi.store import retrying, sqlfiles
 from venturi.store.dsn import Dsn, redact_dsn
 from venturi.store.failover import PrimaryWatch
-from venturi.store.floors import ClaimFloors
 
 # psycopg's own default: a statement is prepared on its fifth run on a connection.
 PREPARE_THRESHOLD: Final = 5
@@ -69,15 +68,6 @@ class StoreConnection(psycopg.Connection[Any]):
     """
 
     _statements: psycopg.Cursor[tuple[Any, ...]] | None = None
-    _claim_floors: ClaimFloors | None = None
-
-    @property
-    def claim_floors(self) -> ClaimFloors:
-        """Where this connection's next claims may start reading (`venturi.store.floors`)."""
-        floors = self._claim_floors
-        if floors is None:
-            floors = self._claim_floors = ClaimFloors()
-        return floors
 
     def statement_cursor(self) -> psycopg.Cursor[tuple[Any, ...]]:
         # Nothing closes the kept cursor: it lives as long as its connection.
@@ -85,14 +75,6 @@ class StoreConnection(psycopg.Connection[Any]):
         if cursor is None:
             cursor = self._statements = self.cursor(row_factory=tuple_row)
         return cursor
-
-
-def claim_floors(conn: psycopg.Connection[Any]) -> ClaimFloors:
-    """The claim floors kept on ``conn``; on a connection that is not venturi's (a
-    caller's, a lender's), new ones that nothing keeps: its claims probe from the start."""
-    if isinstance(conn, StoreConnection):
-        return conn.claim_floors
-    return ClaimFloors()
 
 
 def statement_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[tuple[Any, ...]]:

@@ -7,10 +7,13 @@ and finds the jobs made pending since by the pended_xid the snapshot could not s
 (sql/fragments/pending_levels.sql, migration 0017). A floor is a hint checked by the
 statement that uses it: any floor, however old, gives the same claims.
 
-Floors are kept per connection (`venturi.store.connections.StoreConnection`), since a
-snapshot speaks of the transactions of one server: a connection to a promoted standby,
-or to a server restored from a backup, starts without any. And per kind and priority
-floor: a probe with a priority floor says nothing of the jobs below it.
+Floors are kept per store, for every connection of its pool: a snapshot speaks of the
+transactions of one server, whichever of its sessions took it, so a connection opened
+later (a pool's replacement, a new worker of the process) starts where the others got.
+Each statement names its server (sql/fragments/floor_server.sql) and ignores floors found
+on another: a promoted standby, a server restored from a backup or restarted after a
+crash starts without any. And per kind and priority floor: a probe with a priority
+floor says nothing of the jobs below it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from uuid import UUID
 import attrs
 
 # The columns floors_found.sql appends to each row of a claim.
-FLOOR_COLUMNS: Final = 5
+FLOOR_COLUMNS: Final = 6
 # Claims start from floors once the jobs table holds this many dead row versions: more
 # than the workers' vacuum lets pile up (it runs every 10,000 or so), so in normal
 # operation claims are the plain ones, and floors serve while vacuum cannot remove
@@ -33,6 +36,10 @@ FLOOR_COLUMNS: Final = 5
 # stepping over 3,000 dead entries of the claim index (`venturi bench --workload
 # held-horizon`).
 FLOORS_AFTER_DEAD_ROWS: Final = 100_000
+# Once a vacuum of the workers removed little of what it found (`VacuumPace.futile`:
+# something holds the horizon, so no vacuum will remove the versions to come either),
+# claims start from floors from this many.
+FLOORS_AFTER_HELD_DEAD_ROWS: Final = 10_000
 # Seconds between looks at the dead row versions, from the claims.
 FLOORS_LOOK: Final = 1.0
 
@@ -49,15 +56,20 @@ class Floor:
 
 
 class ClaimFloors:
-    """The latest floor of each (kind, priority floor) on one connection: used by one
-    thread at a time, as the connection is."""
+    """The latest floor of each (kind, priority floor) a store's statements found, and
+    the server they found them on. Thread-safe: any floor of the server is a valid one,
+    so claims racing to report theirs may leave either."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._floors: dict[tuple[str, int], Floor] = {}
+        self._server: str | None = None
 
     def params(self, kinds: Sequence[str], priority_floor: int) -> dict[str, Any]:
         """The floor parameters of a claim of ``kinds`` at ``priority_floor``."""
-        known = [(k, self._floors.get((k, priority_floor))) for k in kinds]
+        with self._lock:
+            known = [(k, self._floors.get((k, priority_floor))) for k in kinds]
+            server = self._server
         found = [(k, f) for k, f in known if f is not None]
         return {
             "floor_kinds": [k for k, _ in found],
@@ -65,6 +77,7 @@ class ClaimFloors:
             "floor_ats": [f.visible_at for _, f in found],
             "floor_ids": [f.id for _, f in found],
             "floor_snapshots": [f.snapshot for _, f in found],
+            "floor_server": server,
         }
 
     def job_rows(
@@ -82,22 +95,28 @@ class ClaimFloors:
 
     def learn(self, found: Sequence[Any], priority_floor: int) -> None:
         """Keep the floors a statement found: (kinds, priorities, visible_ats, ids,
-        snapshot), the arrays NULL when it probed no kind."""
-        kinds, priorities, ats, ids, snapshot = found
-        if kinds is None:
-            return
-        for kind, priority, at, job_id in zip(kinds, priorities, ats, ids, strict=True):
-            self._floors[(kind, priority_floor)] = Floor(priority, at, job_id, snapshot)
+        snapshot, server), the arrays NULL when it probed no kind. Floors found on
+        another server than the kept ones replace them all."""
+        kinds, priorities, ats, ids, snapshot, server = found
+        with self._lock:
+            if server != self._server:
+                self._floors.clear()
+                self._server = server
+            if kinds is None:
+                return
+            for kind, priority, at, job_id in zip(kinds, priorities, ats, ids, strict=True):
+                self._floors[(kind, priority_floor)] = Floor(priority, at, job_id, snapshot)
 
     def forget(self) -> None:
         """Drop every floor: the next claims probe from the start."""
-        self._floors.clear()
+        with self._lock:
+            self._floors.clear()
 
 
 class FloorSwitch:
     """Whether claims start from floors: once the jobs table's dead row versions reach
-    ``after`` (0: always), by the server's statistics read at most every
-    `FLOORS_LOOK` seconds. Thread-safe."""
+    ``after`` (0: always), or `FLOORS_AFTER_HELD_DEAD_ROWS` while the horizon is held, by
+    the server's statistics read at most every `FLOORS_LOOK` seconds. Thread-safe."""
 
     def __init__(self, after: int) -> None:
         self.after = after
@@ -105,8 +124,9 @@ class FloorSwitch:
         self._next_look = 0.0
         self._on = after <= 0
 
-    def on(self, dead_row_versions: Callable[[], int | None]) -> bool:
-        """Whether to use floors now; ``dead_row_versions`` reads the statistics."""
+    def on(self, dead_row_versions: Callable[[], int | None], *, held: bool = False) -> bool:
+        """Whether to use floors now; ``dead_row_versions`` reads the statistics, and
+        ``held`` says whether the last vacuum found the horizon held."""
         if self.after <= 0:
             return True
         now = time.monotonic()
@@ -115,5 +135,6 @@ class FloorSwitch:
                 return self._on
             self._next_look = now + FLOORS_LOOK
         dead = dead_row_versions()
-        self._on = dead is not None and dead >= self.after
+        after = min(self.after, FLOORS_AFTER_HELD_DEAD_ROWS) if held else self.after
+        self._on = dead is not None and dead >= after
         return self._on

@@ -65,7 +65,6 @@ from venturi.store.connections import (
     Source,
     check_pool_size,
     check_preparation,
-    claim_floors,
     execute,
     mapped_errors,
     new_pool,
@@ -79,7 +78,7 @@ from venturi.store.hooks import Settled, StoreHooks
 from venturi.store.ids import new_id, new_ids
 from venturi.store.notifier import PostgresNotifier
 from venturi.store.reads import ReadStore
-from venturi.upkeep import HOLDERS_READ, VacuumHealth
+from venturi.upkeep import HOLDERS_READ, VacuumHealth, VacuumPace
 
 logger = logging.getLogger("venturi.store")
 T = TypeVar("T")
@@ -159,6 +158,10 @@ class PostgresStore:
     reads: ReadStore = attrs.field(init=False)
     _enqueuer: Enqueuer = attrs.field(init=False)
     _floor_switch: FloorSwitch = attrs.field(init=False)
+    # Shared with the store's siblings: the floors hold for any connection to the server,
+    # and a worker's vacuuming goes on from where an earlier worker's stopped.
+    claim_floors: ClaimFloors = attrs.field(factory=ClaimFloors, kw_only=True)
+    vacuum_pace: VacuumPace = attrs.field(factory=VacuumPace, kw_only=True)
 
     @max_payload_bytes.validator
     def _check_max_payload_bytes(self, _: attrs.Attribute[int], value: int) -> None:
@@ -259,6 +262,8 @@ class PostgresStore:
             listen=self.listen,
             hooks=self.hooks,
             floors_after_dead_rows=self.floors_after_dead_rows,
+            claim_floors=self.claim_floors,
+            vacuum_pace=self.vacuum_pace,
         )
 
     def with_prefix(self, prefix: Prefix) -> PostgresStore:
@@ -521,8 +526,8 @@ class PostgresStore:
     def _claim_on(
         self, conn: psycopg.Connection[Any], params: dict[str, Any], floor: int
     ) -> list[tuple[Any, ...]]:
-        """Run claim.sql on ``conn``, or claim_floored.sql from the connection's floors
-        while they pay (`_floors_in_use`); returns the claimed jobs' rows."""
+        """Run claim.sql on ``conn``, or claim_floored.sql from the store's floors while
+        they pay (`_floors_in_use`); returns the claimed jobs' rows."""
         floors = self._floors_in_use(conn)
         if floors is None:
             return execute(conn, self._statement("claim"), params, prepare=True)
@@ -531,18 +536,18 @@ class PostgresStore:
         return floors.job_rows(rows, floor)
 
     def _floors_in_use(self, conn: psycopg.Connection[Any]) -> ClaimFloors | None:
-        """``conn``'s claim floors (`venturi.store.floors`) while the jobs table holds
-        enough dead row versions for them to pay; else None, and they are forgotten: a
+        """The store's claim floors (`venturi.store.floors`) while the jobs table holds
+        enough dead row versions for them to pay (read on ``conn``; fewer once the
+        workers' vacuum found the horizon held); else None, and they are forgotten: a
         floor kept through a long pause would cost its first use."""
-        floors = claim_floors(conn)
 
         def dead_versions() -> int | None:
             rows = self.dead_rows(conn)
             return None if rows is None else rows.dead
 
-        if self._floor_switch.on(dead_versions):
-            return floors
-        floors.forget()
+        if self._floor_switch.on(dead_versions, held=self.vacuum_pace.futile > 0):
+            return self.claim_floors
+        self.claim_floors.forget()
         return None
 
     def _claim_limited(

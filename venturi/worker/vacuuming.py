@@ -7,7 +7,10 @@ vacuum removes them. Autovacuum looks at a database once per ``autovacuum_naptim
 collects hundreds of thousands between its visits and claims slow down round after
 round. Workers therefore vacuum the table themselves once enough dead versions have
 accumulated since the last vacuum; a vacuum already running (another worker's or
-autovacuum's) makes theirs return at once.
+autovacuum's) makes theirs return at once. While something holds back the xmin horizon
+a vacuum removes nothing and still reads the whole table and its indexes, so each one
+that removed less than half of the versions added before it doubles the count the next
+waits for, up to `MAX_DOUBLINGS` times; one that removes them starts afresh.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import psycopg
 from venturi.errors import StoreError
 from venturi.loops import IntervalLoop
 from venturi.store.postgres import DeadRows, PostgresStore
+from venturi.upkeep import VacuumPace
 
 logger = logging.getLogger("venturi.vacuum")
 
@@ -30,6 +34,10 @@ logger = logging.getLogger("venturi.vacuum")
 # while on a large one its index passes read every index, so they come less often.
 DEAD_ROWS: Final = 10_000
 DEAD_FRACTION: Final = 0.05
+# Doublings of DEAD_ROWS at most while vacuums remove little: a held horizon lets
+# 160,000 new dead versions pass between vacuums, and its release waits at most that long
+# (autovacuum's own thresholds apply meanwhile).
+MAX_DOUBLINGS: Final = 4
 # Seconds between looks at the statistics while the dead versions grow, and while not.
 BUSY_LOOK: Final = 1.0
 QUIET_LOOK: Final = 10.0
@@ -41,13 +49,12 @@ class JobsTableVacuum:
     seconds until the next look.
 
     Versions a vacuum could not remove (a snapshot older than them is still open
-    somewhere) are not counted towards the next one, so a held-back horizon does not
-    make every look vacuum in vain."""
+    somewhere) are not counted towards the next one, and each vacuum that removed little
+    makes the next wait for twice as many, so a held-back horizon does not make every
+    look vacuum in vain. The count lives in the store's `VacuumPace`, so a worker started
+    later goes on from it."""
 
     store: PostgresStore
-    # Dead versions the last vacuum left behind (fewer once autovacuum removed some).
-    _left: int = attrs.field(default=0, init=False)
-    _seen: int = attrs.field(default=0, init=False)
     _refused: bool = attrs.field(default=False, init=False)
     _stopped: bool = attrs.field(default=False, init=False)
     # The connection of the VACUUM under way, for `cancel`.
@@ -69,8 +76,9 @@ class JobsTableVacuum:
                     self.store.prefix.jobs,
                 )
             return QUIET_LOOK
-        self._left = min(self._left, rows.dead)
-        if self.due(rows, self._left):
+        pace = self.store.vacuum_pace
+        pace.left = min(pace.left, rows.dead)
+        if self.due(rows, pace):
             try:
                 self.store.vacuum_jobs(self._hold)
             except StoreError:
@@ -78,15 +86,19 @@ class JobsTableVacuum:
                     return QUIET_LOOK
                 raise
             after = self.store.dead_rows()
-            self._left = self._seen = 0 if after is None else after.dead
+            left = rows.dead if after is None else after.dead
+            added, removed = rows.dead - pace.left, rows.dead - left
+            pace.futile = pace.futile + 1 if 2 * removed < added else 0
+            pace.left = pace.seen = left
             return BUSY_LOOK
-        growing, self._seen = rows.dead > self._seen, rows.dead
+        growing, pace.seen = rows.dead > pace.seen, rows.dead
         return BUSY_LOOK if growing else QUIET_LOOK
 
     @staticmethod
-    def due(rows: DeadRows, left: int) -> bool:
+    def due(rows: DeadRows, pace: VacuumPace) -> bool:
         """Whether the dead versions added since the last vacuum warrant another."""
-        return rows.dead - left >= DEAD_ROWS + DEAD_FRACTION * rows.live
+        wanted = DEAD_ROWS << min(pace.futile, MAX_DOUBLINGS)
+        return rows.dead - pace.left >= wanted + DEAD_FRACTION * rows.live
 
     def cancel(self) -> None:
         """Cancel the VACUUM under way, if any (the worker is stopping), and any later."""
