@@ -10,11 +10,15 @@ import contextlib
 import uuid
 
 import psycopg
+import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.faults.server import ThrowawayServer
 from tests.scaling.standby import StandbyServer
 from tests.support import wait_until
+from venturi.bench.horizon import HeldHorizonBench
+from venturi.bench.standby import LeftSlot
+from venturi.bench.support import BenchFailure, BenchSettings
 from venturi.metrics import VacuumCollector
 from venturi.prefix import Prefix
 from venturi.store.postgres import PostgresStore
@@ -82,3 +86,50 @@ def test_an_inactive_slot_holding_the_horizon_is_named_with_its_fix(
             contextlib.suppress(psycopg.errors.UndefinedObject),
         ):
             admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+
+
+def test_the_bench_holds_the_horizon_with_a_slot_its_stopped_standby_left(
+    own_server: ThrowawayServer,
+) -> None:
+    """`venturi bench --workload held-horizon --held-slot`: the slot holds the horizon
+    through the slot side's rounds (a vacuum removes none of the versions deleted after
+    it), every job of those rounds runs once, and the check fails once the slot is gone."""
+    with (own_server.data / "pg_hba.conf").open("a") as hba:
+        hba.write("host replication postgres 127.0.0.1/32 trust\n")
+    own_server.reload()
+    slot = LeftSlot(own_server.dsn)
+    table = f"slot_held_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(own_server.dsn, autocommit=True) as observer:
+
+        def dead_after_vacuum() -> int:
+            observer.execute(f"VACUUM {table}")
+            observer.execute("SELECT pg_stat_force_next_flush()")
+            row = observer.execute(
+                "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = %s", (table,)
+            ).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        try:
+            slot.taken(observer)
+            observer.execute(f"CREATE TABLE {table} AS SELECT generate_series(1, 1000) AS n")
+            observer.execute(f"DELETE FROM {table}")
+            assert dead_after_vacuum() >= 1000  # the slot's xmin keeps every deleted version
+            slot.check(observer, "held-horizon, slot")  # still held: passes
+        finally:
+            slot.close()
+        assert dead_after_vacuum() == 0  # the slot dropped: the next vacuum removes them
+        with pytest.raises(BenchFailure, match="the horizon was not held for the whole run"):
+            slot.check(observer, "held-horizon, slot")
+    settings = BenchSettings.quick(own_server.dsn, held_slot=True)
+    bench = HeldHorizonBench(settings)
+    try:
+        figures = bench.round()
+    finally:
+        bench.close()
+    assert figures["held_horizon.slot.round02"] > 0
+    assert figures["held_horizon.slot.ratio"] > 0
+    assert figures["held_horizon.slot.pickup_p99.ratio"] > 0
+    with psycopg.connect(own_server.dsn) as conn:
+        left = conn.execute("SELECT slot_name FROM pg_replication_slots").fetchall()
+    assert not [name for (name,) in left if name.startswith("venturi_bench_")]

@@ -402,6 +402,13 @@ def _processes(value: str | None) -> list[int]:
     type=click.IntRange(1),
     help="Sustained rounds on each side of the held-horizon workload, per round (default 5).",
 )
+@click.option(
+    "--held-slot",
+    is_flag=True,
+    help="Also run the held-horizon rounds while a replication slot holds the horizon, left "
+    "by a standby this bench copies with pg_basebackup, runs with hot_standby_feedback and "
+    "stops (needs PostgreSQL's programs here and replication access to the server).",
+)
 @click.option("--fillfactor", type=click.IntRange(10, 100), help="Jobs table fillfactor.")
 @click.option(
     "--compare-unprepared",
@@ -426,6 +433,7 @@ def bench_command(
     cpu_ms: float | None,
     soak_seconds: float | None,
     held_rounds: int | None,
+    held_slot: bool,
     fillfactor: int | None,
     compare_unprepared: bool,
     as_json: bool,
@@ -443,8 +451,9 @@ def bench_command(
     into the same table, nothing deleted, with workers that vacuum it and with autovacuum
     alone; run with --rounds 20), held-horizon (--held-rounds such rounds with nothing
     holding back the xmin horizon, then as many into another table while a REPEATABLE READ
-    snapshot stays open, and the pick-up latency after each; run with --rounds 1 --jobs
-    20000 --held-rounds 20), durable (drain c16 of --durable-jobs ordinary jobs beside
+    snapshot stays open, with --held-slot as many again while a slot a stopped standby
+    left holds it, and the pick-up latency after each; run with --rounds 1 --jobs 20000
+    --held-rounds 20), durable (drain c16 of --durable-jobs ordinary jobs beside
     --suspended jobs suspended in durable sleeps and waits, against the same drain alone,
     side by side each round), fair (a fair kind against the same kind without fairness:
     the small keys' wait beside a deep key's backlog, runs shared by weights 1, 2 and 4
@@ -471,6 +480,7 @@ def bench_command(
             "cpu_ms": cpu_ms,
             "soak_seconds": soak_seconds,
             "held_rounds": held_rounds,
+            "held_slot": held_slot or None,
             "compare_unprepared": compare_unprepared or None,
         }.items()
         if value is not None

@@ -8,8 +8,11 @@ entries that every earlier claim left in the pending index. Each call of `round`
 and drained at concurrency 16, nothing deleted between rounds) into one prefix with
 nothing held, then the pick-up latency there; then opens a REPEATABLE READ snapshot and
 runs as many rounds into a second prefix, and the latency there, before closing it.
-Both prefixes start empty at each call. The snapshot is checked to have held the
-horizon from its first round to its last.
+With ``held_slot``, as many rounds then run into a third prefix while a replication
+slot holds the horizon instead, left by a standby that ran with hot_standby_feedback and
+was stopped (`venturi.bench.standby`). The prefixes start empty at each call. The
+snapshot and the slot are checked to have held the horizon from their first round to
+their last.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, Final
 
 import psycopg
 
+from venturi.bench.standby import LeftSlot
 from venturi.bench.support import BenchFailure, BenchSettings
 from venturi.bench.workloads import VenturiBench
 
@@ -63,19 +67,24 @@ class HeldSnapshot:
 
 
 class HeldHorizonBench:
-    """The two prefixes of the held-horizon workload: rounds with nothing held, and the
-    same rounds under a held snapshot."""
+    """The prefixes of the held-horizon workload: rounds with nothing held, the same
+    rounds under a held snapshot, and (``held_slot``) under a slot left behind."""
 
     def __init__(self, settings: BenchSettings) -> None:
         self.settings = settings
         self.unheld = VenturiBench(settings, "hu")
         self.held = VenturiBench(settings, "hh")
+        self.slotted = VenturiBench(settings, "hs") if settings.held_slot else None
 
     def close(self) -> None:
         try:
             self.unheld.close()
         finally:
-            self.held.close()
+            try:
+                self.held.close()
+            finally:
+                if self.slotted is not None:
+                    self.slotted.close()
 
     def round(self) -> dict[str, float]:
         self.unheld.restart_sustained()
@@ -88,14 +97,30 @@ class HeldHorizonBench:
             snapshot.check(self.held.conn, "held-horizon")
         finally:
             snapshot.close()
-        unheld = figures["held_horizon.unheld.c16"]
-        figures["held_horizon.snapshot.ratio"] = figures["held_horizon.snapshot.c16"] / unheld
-        figures["held_horizon.snapshot.last.ratio"] = figures["held_horizon.snapshot.last"] / unheld
-        figures["held_horizon.snapshot.pickup_p99.ratio"] = (
-            figures["held_horizon.snapshot.latency_p99_ms"]
-            / figures["held_horizon.unheld.latency_p99_ms"]
-        )
+        figures |= self._ratios(figures, "held_horizon.snapshot")
+        if self.slotted is not None:
+            self.slotted.restart_sustained()
+            slot = LeftSlot(self.settings.dsn)
+            try:
+                slot.taken(self.slotted.conn)
+                figures |= self._rounds(self.slotted, "held_horizon.slot")
+                slot.check(self.slotted.conn, "held-horizon, slot")
+            finally:
+                slot.close()
+            figures |= self._ratios(figures, "held_horizon.slot")
         return figures
+
+    @staticmethod
+    def _ratios(figures: dict[str, float], side: str) -> dict[str, float]:
+        """A held side's median and last round against the unheld median, and its
+        pick-up p99 against the unheld one."""
+        unheld = figures["held_horizon.unheld.c16"]
+        return {
+            f"{side}.ratio": figures[f"{side}.c16"] / unheld,
+            f"{side}.last.ratio": figures[f"{side}.last"] / unheld,
+            f"{side}.pickup_p99.ratio": figures[f"{side}.latency_p99_ms"]
+            / figures["held_horizon.unheld.latency_p99_ms"],
+        }
 
     def _rounds(self, bench: VenturiBench, side: str) -> dict[str, float]:
         """``held_rounds`` sustained rounds and the latency after them: the rounds' median

@@ -87,6 +87,18 @@ COMPARISONS: tuple[tuple[str, str, str, float | None], ...] = (
         "held_horizon.unheld.c16",
         0.8,
     ),
+    (
+        "sustained drain c16, a slot left by a stopped standby",
+        "held_horizon.slot.c16",
+        "held_horizon.unheld.c16",
+        0.8,
+    ),
+    (
+        "the same, last round",
+        "held_horizon.slot.last",
+        "held_horizon.unheld.c16",
+        0.8,
+    ),
     ("drain c1, transactional completion", "transactional.c1", "drain.c1", None),
     ("drain c16, transactional completion", "transactional.c16", "drain.c16", None),
 )
@@ -131,6 +143,11 @@ LIMITS: tuple[tuple[str, str, float], ...] = (
     (
         "pick-up p99 after sustained rounds, a snapshot held against none",
         "held_horizon.snapshot.pickup_p99.ratio",
+        2.0,
+    ),
+    (
+        "the same, a slot held against none",
+        "held_horizon.slot.pickup_p99.ratio",
         2.0,
     ),
     ("RSS growth over a soak after warm-up", "soak.growth", float("inf")),

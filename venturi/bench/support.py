@@ -64,6 +64,8 @@ class BenchSettings:
     soak_seconds: float = 60.0
     # The "held-horizon" workload (venturi.bench.horizon): sustained rounds on each side.
     held_rounds: int = 5
+    # Also hold it with a replication slot a stopped standby left (venturi.bench.standby).
+    held_slot: bool = False
     fillfactor: int | None = None
     compare_unprepared: bool = False
     timeout: float = 300.0
