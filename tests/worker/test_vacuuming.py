@@ -101,6 +101,20 @@ def test_fewer_dead_versions_are_left_to_autovacuum(store: PostgresStore, probe:
     assert _vacuums(probe, store.prefix.jobs) == 0
 
 
+def test_a_new_workers_first_look_is_followed_by_another_soon(
+    store: PostgresStore, probe: Probe
+) -> None:
+    """The statistics lag a worker's first claims (an idle backend reports its counts
+    after ten seconds): a first look that finds nothing new looks again within a second."""
+    _kill_versions(probe, store, vacuuming.DEAD_ROWS // 2)
+    earlier = JobsTableVacuum(store)
+    earlier.step()
+    assert earlier.step() == vacuuming.QUIET_LOOK  # that worker saw the count stand still
+    later = JobsTableVacuum(store)
+    assert later.step() == vacuuming.BUSY_LOOK
+    assert later.step() == vacuuming.QUIET_LOOK
+
+
 def test_versions_an_open_snapshot_keeps_are_not_vacuumed_again_and_again(
     database_dsn: str, store: PostgresStore, probe: Probe
 ) -> None:

@@ -32,6 +32,9 @@ from venturi.store.failover import PrimaryWatch
 
 # psycopg's own default: a statement is prepared on its fifth run on a connection.
 PREPARE_THRESHOLD: Final = 5
+_BEGIN: Final = b"BEGIN"
+_GENERIC_PLAN: Final = b"SET LOCAL plan_cache_mode = force_generic_plan"
+_COMMIT: Final = b"COMMIT"
 # psycopg_pool retries a failed connection with a doubling, uncapped delay until this
 # many seconds pass, so after a long outage its next attempt could come minutes after
 # the server is back. Giving up sooner lets the next request start a fresh attempt at
@@ -104,6 +107,29 @@ def execute(
     connection's threshold decides)."""
     cur = statement_cursor(conn)
     cur.execute(statement, params, prepare=prepare)
+    return cur.fetchall() if returned_rows(cur) else []
+
+
+def execute_generic(
+    conn: psycopg.Connection[Any], statement: bytes, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """`execute` a prepared ``statement`` with the plan PostgreSQL made for any values
+    (``plan_cache_mode = force_generic_plan``, set for its own transaction only), for a
+    statement whose plan is as good for any values and costs more to make than to run.
+
+    The transaction and the setting travel with the statement in one round trip (a
+    pipeline). On a connection that prepares nothing (behind a pooling proxy) every
+    statement is planned afresh anyway, and in a caller's transaction the setting would
+    outlive the statement: there it runs as `execute` would."""
+    idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
+    if conn.prepare_threshold is None or not conn.autocommit or not idle:
+        return execute(conn, statement, params, prepare=True)
+    cur = statement_cursor(conn)
+    with conn.pipeline():
+        conn.execute(_BEGIN)
+        conn.execute(_GENERIC_PLAN)
+        cur.execute(statement, params, prepare=True)
+        conn.execute(_COMMIT)
     return cur.fetchall() if returned_rows(cur) else []
 
 

@@ -66,6 +66,7 @@ from venturi.store.connections import (
     check_pool_size,
     check_preparation,
     execute,
+    execute_generic,
     mapped_errors,
     new_pool,
     open_owned,
@@ -532,7 +533,7 @@ class PostgresStore:
         if floors is None:
             return execute(conn, self._statement("claim"), params, prepare=True)
         params.update(floors.params(params["kinds"], floor))
-        rows = execute(conn, self._statement("claim_floored"), params, prepare=True)
+        rows = execute_generic(conn, self._statement("claim_floored"), params)
         return floors.job_rows(rows, floor)
 
     def _floors_in_use(self, conn: psycopg.Connection[Any]) -> ClaimFloors | None:
@@ -632,7 +633,7 @@ class PostgresStore:
                 rows = execute(conn, self._statement("next_visible_at"), params)
             else:
                 params.update(floors.params(kinds, floor))
-                rows = execute(conn, self._statement("next_visible_floored"), params)
+                rows = execute_generic(conn, self._statement("next_visible_floored"), params)
                 floors.learn(rows[0][2:], floor)
         return (rows[0][0], rows[0][1]) if rows else (None, None)
 

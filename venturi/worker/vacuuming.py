@@ -56,6 +56,10 @@ class JobsTableVacuum:
 
     store: PostgresStore
     _refused: bool = attrs.field(default=False, init=False)
+    # Whether this worker looked yet: the statistics lag its first claims (a backend
+    # reports its counts at most once a second, an idle one after ten), so a first look
+    # finding nothing new is followed by another soon.
+    _looked: bool = attrs.field(default=False, init=False)
     _stopped: bool = attrs.field(default=False, init=False)
     # The connection of the VACUUM under way, for `cancel`.
     _running: psycopg.Connection[Any] | None = attrs.field(default=None, init=False)
@@ -91,7 +95,8 @@ class JobsTableVacuum:
             pace.futile = pace.futile + 1 if 2 * removed < added else 0
             pace.left = pace.seen = left
             return BUSY_LOOK
-        growing, pace.seen = rows.dead > pace.seen, rows.dead
+        growing, pace.seen = rows.dead > pace.seen or not self._looked, rows.dead
+        self._looked = True
         return BUSY_LOOK if growing else QUIET_LOOK
 
     @staticmethod
