@@ -33,7 +33,13 @@ from venturi.store.failover import PrimaryWatch
 # psycopg's own default: a statement is prepared on its fifth run on a connection.
 PREPARE_THRESHOLD: Final = 5
 _BEGIN: Final = b"BEGIN"
-_GENERIC_PLAN: Final = b"SET LOCAL plan_cache_mode = force_generic_plan"
+# For one transaction: its statements run with the plan made for any values, and never
+# compiled (a generic plan's estimates may pass jit_above_cost, and compiling such a
+# statement took 100-130 ms on every run, many times the run itself).
+_GENERIC_PLAN: Final = (
+    b"SELECT set_config('plan_cache_mode', 'force_generic_plan', true),"
+    b" set_config('jit', 'off', true)"
+)
 _COMMIT: Final = b"COMMIT"
 # psycopg_pool retries a failed connection with a doubling, uncapped delay until this
 # many seconds pass, so after a long outage its next attempt could come minutes after
@@ -114,8 +120,9 @@ def execute_generic(
     conn: psycopg.Connection[Any], statement: bytes, params: dict[str, Any]
 ) -> list[tuple[Any, ...]]:
     """`execute` a prepared ``statement`` with the plan PostgreSQL made for any values
-    (``plan_cache_mode = force_generic_plan``, set for its own transaction only), for a
-    statement whose plan is as good for any values and costs more to make than to run.
+    (``plan_cache_mode = force_generic_plan``, and ``jit = off``, set for its own
+    transaction only), for a statement whose plan is as good for any values and costs
+    more to make than to run.
 
     The transaction and the setting travel with the statement in one round trip (a
     pipeline). On a connection that prepares nothing (behind a pooling proxy) every
