@@ -12,9 +12,12 @@
 -- job pending now and before the floor in claim order was made pending (or moved) by a
 -- transaction that snapshot did not see, and so carries a pended_xid at or past its xmax
 -- (and before the current snapshot's) or among its in-progress transactions (migration
--- 0017): the pended index finds those. Its predicate (pending or waiting) is one the
--- claim index's does not imply, so the planner cannot read them from the claim index,
--- past the very entries the floor steps over; OFFSET 0 keeps "pending" out of that scan.
+-- 0017): the pended index finds those, by a range of it and by one lookup per running
+-- transaction (OFFSET 0 keeps each a lookup: as a join, a generic plan may read every
+-- entry of the kind instead). Its
+-- predicate (pending or waiting) is one the claim index's does not imply, so the planner
+-- cannot read them from the claim index, past the very entries the floor steps over;
+-- OFFSET 0 keeps "pending" out of that scan.
 tops (kind, priority, first_at, first_id) AS (
     SELECT wanted.kind, top.priority, top.visible_at, top.id
     FROM wanted
@@ -44,10 +47,14 @@ tops (kind, priority, first_at, first_id) AS (
                    AND j.pended_xid >= pg_snapshot_xmax(floor.snapshot)
                    AND j.pended_xid < pg_snapshot_xmax(pg_current_snapshot())
                  UNION ALL
-                 SELECT j.status, j.priority, j.visible_at, j.id
+                 SELECT r.status, r.priority, r.visible_at, r.id
                  FROM pg_snapshot_xip(floor.snapshot) AS running (xid)
-                 JOIN {jobs} AS j ON j.pended_xid = running.xid
-                 WHERE j.status IN ('pending', 'waiting') AND j.kind = wanted.kind
+                 CROSS JOIN LATERAL (
+                     SELECT j.status, j.priority, j.visible_at, j.id FROM {jobs} AS j
+                     WHERE j.pended_xid = running.xid
+                       AND j.status IN ('pending', 'waiting') AND j.kind = wanted.kind
+                     OFFSET 0
+                 ) AS r
                  OFFSET 0
              ) AS s
              WHERE s.status = 'pending' AND s.priority >= %(priority_floor)s

@@ -136,3 +136,26 @@ def test_the_next_due_time_from_a_floor_steps_over_none_of_them(
     params = {"kinds": ["k"], "priority_floor": -(2**15), **floors}
     reads = _claim_index_reads(database_dsn, store, "next_visible_floored", params, False)
     assert sum(reads) < 0.2 * once, (reads, once)
+
+
+@pytest.mark.usefixtures("held")
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+def test_a_claim_from_a_floor_reads_only_the_pended_entries_it_needs(
+    database_dsn: str, store: PostgresStore, generic: bool
+) -> None:
+    """The jobs made pending since the floor come from a range of the pended index and
+    one lookup per transaction in progress (the holder's, in every snapshot here): each
+    scan reads a path from the root to a leaf, never every entry of the kind."""
+    floors = _floors_of_a_claim(database_dsn, store)
+    params = _claim_params(floors)
+    explain = b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sqlfiles.statement(
+        "claim_floored", store.prefix
+    )
+    with psycopg.connect(database_dsn) as conn:
+        if generic:
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+        row = conn.execute(explain, params, prepare=generic).fetchone()
+        conn.rollback()
+    assert row is not None
+    reads = _index_blocks(row[0][0]["Plan"], store.prefix.table("pended_idx"))
+    assert len(reads) == 2 and max(reads) <= 3, reads
