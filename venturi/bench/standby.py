@@ -138,7 +138,8 @@ class LeftSlot:
                 ) from exc
 
         try:
-            run("pg_basebackup", "-d", self.dsn, "-D", str(data), "-X", "stream")
+            # A fast checkpoint: the default waits for the next spread one (minutes).
+            run("pg_basebackup", "-d", self.dsn, "-D", str(data), "-X", "stream", "-c", "fast")
             settings = {
                 "port": str(_free_port()),
                 "listen_addresses": "''",
