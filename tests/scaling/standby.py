@@ -9,7 +9,8 @@ from pathlib import Path
 
 import psycopg
 
-from tests.faults.server import SUPERUSER, ThrowawayServer, _free_port, _system_user
+from tests.faults.server import SUPERUSER, ThrowawayServer
+from venturi.bench.standby import free_port, server_user
 
 
 class StandbyServer(ThrowawayServer):
@@ -22,11 +23,11 @@ class StandbyServer(ThrowawayServer):
         primary.reload()
         self.bin_dir = primary.bin_dir
         self.ssl_capable = primary.ssl_capable
-        self.user = _system_user()
+        self.user = server_user()
         self.root = Path(tempfile.mkdtemp(prefix="venturi-standby-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
-        self.port = _free_port()
+        self.port = free_port()
         self.root.chmod(0o755)
         self._chown(self.root)
         self._run(

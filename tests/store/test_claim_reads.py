@@ -54,8 +54,15 @@ def _index_blocks(plan: dict[str, Any], index: str) -> list[int]:
 
 
 def _claim_index_reads(
-    database_dsn: str, store: PostgresStore, name: str, params: dict[str, Any], generic: bool
+    database_dsn: str,
+    store: PostgresStore,
+    name: str,
+    params: dict[str, Any],
+    generic: bool,
+    *,
+    index: str = "claim_idx",
 ) -> list[int]:
+    """Shared blocks each scan of the prefix's ``index`` reads when ``name`` runs."""
     explain = b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sqlfiles.statement(name, store.prefix)
     with psycopg.connect(database_dsn) as conn:
         if generic:
@@ -63,7 +70,7 @@ def _claim_index_reads(
         row = conn.execute(explain, params, prepare=generic).fetchone()
         conn.rollback()
     assert row is not None
-    return _index_blocks(row[0][0]["Plan"], store.prefix.table("claim_idx"))
+    return _index_blocks(row[0][0]["Plan"], store.prefix.table(index))
 
 
 def _reads_of_one_probe(database_dsn: str, store: PostgresStore) -> int:
@@ -148,14 +155,7 @@ def test_a_claim_from_a_floor_reads_only_the_pended_entries_it_needs(
     scan reads a path from the root to a leaf, never every entry of the kind."""
     floors = _floors_of_a_claim(database_dsn, store)
     params = _claim_params(floors)
-    explain = b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sqlfiles.statement(
-        "claim_floored", store.prefix
+    reads = _claim_index_reads(
+        database_dsn, store, "claim_floored", params, generic, index="pended_idx"
     )
-    with psycopg.connect(database_dsn) as conn:
-        if generic:
-            conn.execute("SET plan_cache_mode = force_generic_plan")
-        row = conn.execute(explain, params, prepare=generic).fetchone()
-        conn.rollback()
-    assert row is not None
-    reads = _index_blocks(row[0][0]["Plan"], store.prefix.table("pended_idx"))
     assert len(reads) == 2 and max(reads) <= 3, reads

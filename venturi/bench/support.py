@@ -254,6 +254,37 @@ def percentile(values: list[float], fraction: float) -> float:
     return cuts[index]
 
 
+class HorizonHold:
+    """Something that holds back the xmin horizon for a workload (a snapshot, a slot):
+    `taken` records the horizon it holds, as another session sees it, and `check` fails
+    unless it still holds that one. Subclasses say what they are (``holder``) and read
+    their xmin (`current_xmin`)."""
+
+    holder: str
+    xmin: str | None = None
+
+    def current_xmin(self, observer: psycopg.Connection[Any]) -> str | None:
+        raise NotImplementedError
+
+    def taken(self, observer: psycopg.Connection[Any]) -> None:
+        """Record the horizon held now, as ``observer`` (another session) sees it."""
+        self.xmin = self.current_xmin(observer)
+        if self.xmin is None:
+            raise BenchFailure(f"held-horizon: {self.holder} holds no xmin")
+
+    def check(self, observer: psycopg.Connection[Any], what: str) -> None:
+        """Raise `BenchFailure` unless the horizon held is still the one of `taken`."""
+        now = self.current_xmin(observer)
+        if self.xmin is None or now != self.xmin:
+            raise BenchFailure(
+                f"{what}: {self.holder}'s xmin was {self.xmin} and is now {now}: "
+                "the horizon was not held for the whole run"
+            )
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
 def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.01) -> None:
     """Poll ``predicate`` until true; raise `BenchFailure` naming ``what`` after timeout."""
     deadline = time.monotonic() + timeout
