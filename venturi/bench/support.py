@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import statistics
 import sys
 import threading
@@ -254,7 +255,7 @@ def percentile(values: list[float], fraction: float) -> float:
     return cuts[index]
 
 
-class HorizonHold:
+class HorizonHold(abc.ABC):
     """Something that holds back the xmin horizon for a workload (a snapshot, a slot):
     `taken` records the horizon it holds, as another session sees it, and `check` fails
     unless it still holds that one. Subclasses say what they are (``holder``) and read
@@ -263,8 +264,9 @@ class HorizonHold:
     holder: str
     xmin: str | None = None
 
+    @abc.abstractmethod
     def current_xmin(self, observer: psycopg.Connection[Any]) -> str | None:
-        raise NotImplementedError
+        """The xmin it holds now, as ``observer`` sees it (None: it holds none)."""
 
     def taken(self, observer: psycopg.Connection[Any]) -> None:
         """Record the horizon held now, as ``observer`` (another session) sees it."""
@@ -281,8 +283,9 @@ class HorizonHold:
                 "the horizon was not held for the whole run"
             )
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Let go of the horizon."""
 
 
 def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.01) -> None:
