@@ -151,6 +151,32 @@ def test_a_batch_of_defaults_copies_three_columns_and_the_table_fills_in_the_res
         assert [text.count("(id, kind, payload)\nFROM") for text in statements.texts()] == [0]
 
 
+def test_a_plain_batch_over_several_buffers_stores_every_id_kind_and_payload_exactly(
+    store: PostgresStore, probe: Probe, statements: Statements
+) -> None:
+    # The COPY data of a plain batch is formatted by venturi, a buffer per
+    # _PLAIN_ROWS_PER_WRITE rows: rows on both sides of each boundary, kinds taking
+    # turns, and payloads whose text is not ASCII or needs escaping.
+    texts = ["", "é", "日本語", "\U0001f600", "quote \" and \\ back", "line\nbreak", "\u2028"]
+    jobs = [
+        NewJob(
+            ("copy.a", "copy.b", "copy.c/long.kind-name")[n % 3],
+            {"n": n, "text": texts[n % len(texts)], "nested": {"list": [n, None, 1.5, True]}}
+            if n % 5
+            else {},
+        )
+        for n in range(2_500)
+    ]
+    ids = store.enqueue_many(jobs)
+    assert statements.taken() == ["COPY"]
+    stored = dict(
+        probe.rows("SELECT id, jsonb_build_array(kind, payload) FROM {jobs} ORDER BY id")
+    )
+    assert len(stored) == len(jobs)
+    for job_id, job in zip(ids, jobs, strict=True):
+        assert stored[job_id.to_uuid()] == [job.kind, job.payload]
+
+
 def test_a_small_batch_takes_one_insert_statement(
     store: PostgresStore, statements: Statements
 ) -> None:

@@ -11,7 +11,8 @@ returns, in the same round trip as the notification.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import struct
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import psycopg
@@ -35,8 +36,18 @@ COPY_MIN_JOBS: Final = 128
 _COLUMN_TYPES: Final = ("uuid", "text", "jsonb", "int2", "int4", "text", "jsonb", "float8")
 # copy_plain_jobs.sql writes the first three; the table's defaults are the rest's values
 # for a job of the default priority and attempts, no key, no trace and no fair tag.
-_PLAIN_TYPES: Final = _COLUMN_TYPES[:3]
 _TABLE_DEFAULTS: Final = (0, 5, None, None)
+
+# PostgreSQL's binary COPY format, which `plain_copy_data` writes itself: the signature,
+# the flags and the header extension's length (both zero), and after the last row a
+# field count of -1.
+_COPY_HEADER: Final = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_COPY_TRAILER: Final = b"\xff\xff"
+# A plain row up to its kind: three fields, then the id's length (16) and bytes.
+_PLAIN_ROW_START: Final = struct.Struct(">hi16s")
+_FIELD_LENGTH: Final = struct.Struct(">i")
+# Rows per buffer handed to the COPY: about 60 KB for payloads of a few dozen bytes.
+_PLAIN_ROWS_PER_WRITE: Final = 1000
 
 _UUID_OID: Final = 2950
 _JSONB_OID: Final = 3802
@@ -156,12 +167,11 @@ def _copy_rows(
     cur.adapters.register_dumper(None, _UlidDumper)
     cur.adapters.register_dumper(None, _JsonTextDumper)
     if all(tag is None for tag in tags) and all(map(_plain, jobs)):
-        # A third fewer bytes to format, send and parse per row: the common batch.
+        # A third fewer bytes to format, send and parse per row (the common batch), and
+        # formatted here in one pass rather than field by field through dumpers.
         with cur.copy(sqlfiles.statement("copy_plain_jobs", prefix)) as copy:
-            copy.set_types(_PLAIN_TYPES)
-            write = copy.write_row
-            for job_id, job in zip(ids, jobs, strict=True):
-                write((job_id, job.kind, job.payload_json))
+            for data in plain_copy_data(ids, jobs):
+                copy.write(data)
         return
     with cur.copy(sqlfiles.statement("copy_jobs", prefix)) as copy:
         copy.set_types(_COLUMN_TYPES)
@@ -179,6 +189,35 @@ def _copy_rows(
                     tag,
                 )
             )
+
+
+def plain_copy_data(ids: Iterable[ULID], jobs: Iterable[NewJob]) -> Iterator[bytes]:
+    """The binary COPY data of copy_plain_jobs.sql for ``jobs`` under ``ids``: each row's
+    id as a uuid, its kind as text and its payload as jsonb (version 1, then the JSON
+    text), in buffers of `_PLAIN_ROWS_PER_WRITE` rows, the first opening with the
+    format's header and the last closed by its trailer. Text is UTF-8, as the rest of
+    the store sends it."""
+    kinds: dict[str, bytes] = {}
+    start, length = _PLAIN_ROW_START.pack, _FIELD_LENGTH.pack
+    parts = [_COPY_HEADER]
+    for job_id, job in zip(ids, jobs, strict=True):
+        kind = kinds.get(job.kind)
+        if kind is None:
+            encoded = job.kind.encode()
+            kind = kinds[job.kind] = length(len(encoded)) + encoded
+        payload = job.payload_json.encode()
+        parts += (
+            start(3, 16, job_id.bytes),
+            kind,
+            length(len(payload) + 1),
+            _JSONB_VERSION,
+            payload,
+        )
+        if len(parts) >= 5 * _PLAIN_ROWS_PER_WRITE:
+            yield b"".join(parts)
+            parts = []
+    parts.append(_COPY_TRAILER)
+    yield b"".join(parts)
 
 
 def _plain(job: NewJob) -> bool:
