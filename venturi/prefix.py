@@ -79,6 +79,7 @@ _SUFFIXES: Final = {
     "pended_stamp": "_pended_stamp",
     "pended_on_insert": "_pended_ins",
     "pended_on_update": "_pended_upd",
+    "fair_tag_of": "_fair_tag",
 }
 LONGEST_SUFFIX: Final = max(len(s) for s in _SUFFIXES.values())
 MAX_PREFIX_LENGTH: Final = _IDENTIFIER_LIMIT - LONGEST_SUFFIX

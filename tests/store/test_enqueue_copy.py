@@ -157,7 +157,7 @@ def test_a_plain_batch_over_several_buffers_stores_every_id_kind_and_payload_exa
     # The COPY data of a plain batch is formatted by venturi, a buffer per
     # _PLAIN_ROWS_PER_WRITE rows: rows on both sides of each boundary, kinds taking
     # turns, and payloads whose text is not ASCII or needs escaping.
-    texts = ["", "é", "日本語", "\U0001f600", "quote \" and \\ back", "line\nbreak", "\u2028"]
+    texts = ["", "é", "日本語", "\U0001f600", 'quote " and \\ back', "line\nbreak", "\u2028"]
     jobs = [
         NewJob(
             ("copy.a", "copy.b", "copy.c/long.kind-name")[n % 3],
@@ -169,9 +169,7 @@ def test_a_plain_batch_over_several_buffers_stores_every_id_kind_and_payload_exa
     ]
     ids = store.enqueue_many(jobs)
     assert statements.taken() == ["COPY"]
-    stored = dict(
-        probe.rows("SELECT id, jsonb_build_array(kind, payload) FROM {jobs} ORDER BY id")
-    )
+    stored = dict(probe.rows("SELECT id, jsonb_build_array(kind, payload) FROM {jobs} ORDER BY id"))
     assert len(stored) == len(jobs)
     for job_id, job in zip(ids, jobs, strict=True):
         assert stored[job_id.to_uuid()] == [job.kind, job.payload]

@@ -260,6 +260,27 @@ def test_every_enqueue_path_tags_a_fair_kinds_jobs_and_only_them(
     assert spacing == [(COPY_MIN_JOBS - 1.0,)]
 
 
+def test_a_single_enqueue_tags_its_job_after_its_keys_latest_and_never_before_the_due_front(
+    store: PostgresStore, probe: Probe
+) -> None:
+    fair(store)
+    store.set_weights("r", {"heavy": 4})
+    store.enqueue_many(jobs("a", 3))  # tags 0, 1, 2
+    assert claimed_keys(store, 1) == ["a"]  # the front of what is due moves to 1
+    singles = [
+        ("a", 0, 3.0),  # one step after its key's latest
+        ("heavy", 0, 1.0),  # nothing pending: at the front of what is due
+        ("heavy", 0, 1.25),  # a quarter step: its weight is 4
+        (None, 0, 1.0),  # the jobs without a key are a share of their own
+        (None, 0, 2.0),
+        ("a", 1, 0.0),  # each priority keeps its own tags
+    ]
+    for key, priority, _ in singles:
+        store.enqueue(NewJob("r", {}, concurrency_key=key, priority=priority))
+    rows = probe.rows("SELECT concurrency_key, priority, fair_tag FROM {jobs} ORDER BY id OFFSET 3")
+    assert rows == singles
+
+
 def test_stats_show_a_fair_kinds_top_keys(store: PostgresStore) -> None:
     fair(store)
     store.enqueue_many(jobs("big", 30) + jobs("mid", 10) + jobs(None, 2) + jobs("small", 1))
