@@ -199,7 +199,7 @@ def test_jobs_written_before_the_migration_are_claimed_from_floors(
         database_dsn, Prefix(prefix), pool_size=1, floors_after_dead_rows=0
     )
     try:
-        assert single.migrate() == ["0017_claim_floor"]
+        assert single.migrate()[0] == "0017_claim_floor"
         assert probe.rows("SELECT count(*) FROM {jobs} WHERE pended_xid IS NULL") == [(5,)]
         single.enqueue(_job("new"))
         claimed = [_names(single.claim("w", LEASE, 1)) for _ in range(7)]

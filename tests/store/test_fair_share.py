@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.support import Probe
+from tests.support import Probe, migrate_before
 from venturi import ConfigurationError, NewJob, Queue
 from venturi.errors import UnknownKind
 from venturi.flow.limits import KindLimits, Rate
+from venturi.prefix import Prefix
 from venturi.store.copying import COPY_MIN_JOBS
 from venturi.store.postgres import PostgresStore
 
@@ -279,6 +280,34 @@ def test_a_single_enqueue_tags_its_job_after_its_keys_latest_and_never_before_th
         store.enqueue(NewJob("r", {}, concurrency_key=key, priority=priority))
     rows = probe.rows("SELECT concurrency_key, priority, fair_tag FROM {jobs} ORDER BY id OFFSET 3")
     assert rows == singles
+
+
+def test_a_prefix_with_fair_jobs_pending_migrates_to_the_tag_function_and_goes_on(
+    database_dsn: str, prefix: str
+) -> None:
+    assert migrate_before(database_dsn, prefix, "0018") == "0018_fair_tag_function"
+    probe = Probe(database_dsn, prefix)
+    store = PostgresStore.from_dsn(database_dsn, Prefix(prefix), pool_size=1)
+    try:
+        probe.rows(
+            "INSERT INTO {kinds} (kind, declared_by, declared_at, fair) "
+            "VALUES ('r', 't', now(), true)"
+        )
+        for tag in (0.0, 1.0):
+            probe.rows(
+                "INSERT INTO {jobs} (id, kind, payload, concurrency_key, fair_tag) "
+                "VALUES (gen_random_uuid(), 'r', jsonb_build_object(), 'old', %s)",
+                tag,
+            )
+        assert store.migrate() == ["0018_fair_tag_function"]
+        store.enqueue(NewJob("r", {}, concurrency_key="old"))
+        store.enqueue(NewJob("other", {}))
+        tags = probe.rows("SELECT kind, fair_tag FROM {jobs} ORDER BY fair_tag NULLS LAST")
+        assert tags == [("r", 0.0), ("r", 1.0), ("r", 2.0), ("other", None)]
+        assert claimed_keys(store, 4) == ["old", "old", "old"]
+    finally:
+        store.close()
+        probe.close()
 
 
 def test_stats_show_a_fair_kinds_top_keys(store: PostgresStore) -> None:
