@@ -117,6 +117,14 @@ BAD_JOBS: list[tuple[str, dict[str, Any], type[Exception], tuple[str, ...]]] = [
     ),
     ("max_attempts zero", {"max_attempts": 0}, InvalidJob, ("max_attempts", "at least 1")),
     ("max_attempts a str", {"max_attempts": "3"}, InvalidJob, ("max_attempts", "int")),
+    ("max_attempts a bool", {"max_attempts": True}, InvalidJob, ("max_attempts", "int")),
+    (
+        "max_attempts above int4",
+        {"max_attempts": 2**31},
+        InvalidJob,
+        ("max_attempts", "at most"),
+    ),
+    ("payload None", {"payload": None}, InvalidPayload, ("payload", "NoneType")),
 ]
 
 
@@ -150,6 +158,9 @@ def test_good_boundaries_are_accepted() -> None:
     at = datetime.now(UTC)
     once = _build({"at": at, "max_attempts": 1})
     assert (once.at, once.delay_seconds, once.max_attempts) == (at, None, 1)
+    most = _build({"max_attempts": 2**31 - 1})
+    assert (most.max_attempts, most.payload, most.payload_json) == (2**31 - 1, {}, "{}")
+    assert _build({}).payload is not _build({}).payload  # each job its own empty dict
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,8 @@ COPY_MIN_JOBS: Final = 128
 _COLUMN_TYPES: Final = ("uuid", "text", "jsonb", "int2", "int4", "text", "jsonb", "float8")
 # copy_plain_jobs.sql writes the first three; the table's defaults are the rest's values
 # for a job of the default priority and attempts, no key, no trace and no fair tag.
-_TABLE_DEFAULTS: Final = (0, 5, None, None)
+_DEFAULT_PRIORITY: Final = 0
+_DEFAULT_MAX_ATTEMPTS: Final = 5
 
 # PostgreSQL's binary COPY format, which `plain_copy_data` writes itself: the signature,
 # the flags and the header extension's length (both zero), and after the last row a
@@ -223,8 +224,8 @@ def plain_copy_data(ids: Iterable[ULID], jobs: Iterable[NewJob]) -> Iterator[byt
 def _plain(job: NewJob) -> bool:
     """True if the table's defaults hold ``job``'s values beyond its id, kind and payload."""
     return (
-        job.priority,
-        job.max_attempts,
-        job.concurrency_key,
-        job.trace_context_json,
-    ) == _TABLE_DEFAULTS
+        job.priority == _DEFAULT_PRIORITY
+        and job.max_attempts == _DEFAULT_MAX_ATTEMPTS
+        and job.concurrency_key is None
+        and job.trace_context is None
+    )

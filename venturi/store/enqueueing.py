@@ -56,7 +56,9 @@ class Enqueuer:
         }
 
     def _check_size(self, job: NewJob) -> None:
-        size = len(job.payload_json.encode("utf-8"))
+        text = job.payload_json
+        # ASCII text is a byte per character: measured without encoding it.
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
         if size > self.max_payload_bytes:
             raise InvalidPayload(
                 f"payload of {job.kind!r} is {size} bytes of JSON; "
