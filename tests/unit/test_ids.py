@@ -108,6 +108,39 @@ def test_a_forked_child_does_not_continue_the_parents_sequence(
     assert child != new_id(), "the child made the parent's next id"
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_draws_random_bits_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Parent and child both move on to the next millisecond, where each id takes fresh
+    # random bits: a child that went on reading the parent's block of them would draw
+    # the very bits the parent draws next, and make the parent's id.
+    now = [1_700_000_000_000]
+    monkeypatch.setattr(ids._default, "clock", lambda: now[0])
+    monkeypatch.setattr(ids._default, "_last", 0)  # each millisecond here draws its bits
+    new_id()
+    now[0] += 1
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.write(write, new_id().bytes)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child = ULID(pipe.read())
+    os.waitpid(pid, 0)
+    assert child != new_id(), "the child drew the parent's random bits"
+
+
+def test_each_millisecond_takes_random_bits_across_blocks_of_them() -> None:
+    ticks = itertools.count(1_700_000_000_000)
+    source = IdSource(clock=lambda: next(ticks))
+    drawn = [int(source.new()) & (2**RANDOM_BITS - 1) for _ in range(2_000)]  # five blocks
+    assert len(set(drawn)) == len(drawn)
+    for bit in range(RANDOM_BITS):  # every bit both set and clear somewhere
+        assert 0 < sum(value >> bit & 1 for value in drawn) < len(drawn)
+
+
 def test_a_batch_of_ids_continues_the_sequence_like_single_ids() -> None:
     readings = iter([5, 5, 5, 9])
     source = IdSource(clock=lambda: next(readings))
