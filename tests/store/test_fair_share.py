@@ -299,7 +299,7 @@ def test_a_prefix_with_fair_jobs_pending_migrates_to_the_tag_function_and_goes_o
                 "VALUES (gen_random_uuid(), 'r', jsonb_build_object(), 'old', %s)",
                 tag,
             )
-        assert store.migrate() == ["0018_fair_tag_function"]
+        assert store.migrate()[0] == "0018_fair_tag_function"
         store.enqueue(NewJob("r", {}, concurrency_key="old"))
         store.enqueue(NewJob("other", {}))
         tags = probe.rows("SELECT kind, fair_tag FROM {jobs} ORDER BY fair_tag NULLS LAST")
