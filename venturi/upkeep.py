@@ -169,3 +169,6 @@ class VacuumPace:
     # Vacuums in a row that removed less than half of the versions added before them:
     # something holds the horizon, and each such vacuum reads the whole table in vain.
     futile: int = 0
+    # The oldest holder of the horizon seen before the last vacuum, if it was futile
+    # (`PostgresStore.horizon_holder`): while it still holds, no vacuum is worth running.
+    holder: str | None = None

@@ -69,6 +69,9 @@ def test_an_inactive_slot_holding_the_horizon_is_named_with_its_fix(
 
         found = wait_until(named, what="the slot among the holders")
         assert found.state == "inactive" and found.seconds is None and found.xmin_age >= 0
+        # Nothing else holds this private server's horizon: the slot is its oldest holder.
+        held_by = slot_xmin(own_server.dsn, slot)
+        assert held_by is not None and store.horizon_holder() == str(held_by[0])
         [line] = [w for w in store.vacuum_health(100).warnings() if repr(slot) in w]
         assert f"replication slot {slot!r} (inactive) holds it" in line
         assert f"pg_drop_replication_slot('{slot}')" in line

@@ -8,6 +8,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -115,36 +116,40 @@ def test_a_new_workers_first_look_is_followed_by_another_soon(
     assert later.step() == vacuuming.QUIET_LOOK
 
 
+def _holding(database_dsn: str) -> psycopg.Connection[Any]:
+    """A session whose REPEATABLE READ snapshot keeps every version that dies later."""
+    holder = psycopg.connect(database_dsn)
+    holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    holder.execute("SELECT 1")
+    return holder
+
+
 def test_versions_an_open_snapshot_keeps_are_not_vacuumed_again_and_again(
     database_dsn: str, store: PostgresStore, probe: Probe
 ) -> None:
     vacuum = JobsTableVacuum(store)
-    with psycopg.connect(database_dsn) as holder:
-        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute("SELECT 1")  # the snapshot: every later dead version stays
+    with _holding(database_dsn) as holder:
         _kill_versions(probe, store, DUE)
         vacuum.step()
         assert _vacuums(probe, store.prefix.jobs) == 1
         assert _dead(store) >= DUE  # the vacuum could remove none of them
+        assert store.vacuum_pace.futile == 1
+        # While the holder it met still holds, no vacuum runs, however many die.
         for _ in range(3):
-            vacuum.step()
+            _kill_versions(probe, store, 2 * DUE)
+            assert vacuum.step() == vacuuming.BUSY_LOOK  # looked at again soon
         assert _vacuums(probe, store.prefix.jobs) == 1
-        # It removed nothing: the next waits for twice as many new versions.
-        _kill_versions(probe, store, DUE)
-        vacuum.step()
-        assert _vacuums(probe, store.prefix.jobs) == 1
-        _kill_versions(probe, store, DUE)
-        vacuum.step()
-        assert _vacuums(probe, store.prefix.jobs) == 2
-        assert store.vacuum_pace.futile == 2
+        holder.rollback()
 
-    # Released: once enough new versions make a vacuum due again, it removes them all
-    # (once no other session's snapshot, on a server other tests share, still needs
-    # them) and the pace starts afresh.
+    # Released: the next look vacuums, removes them all (once no other session's
+    # snapshot, on a server other tests share, still needs them) and the pace starts
+    # afresh.
     def vacuumed_clean() -> bool:
-        _kill_versions(probe, store, DUE)
         vacuum.step()
-        return _dead(store) < vacuuming.DEAD_ROWS
+        if _dead(store) < vacuuming.DEAD_ROWS:
+            return True
+        _kill_versions(probe, store, DUE)
+        return False
 
     wait_until(vacuumed_clean, interval=0.2, what="a vacuum that removes the released versions")
     assert store.vacuum_pace.futile == 0
@@ -152,6 +157,26 @@ def test_versions_an_open_snapshot_keeps_are_not_vacuumed_again_and_again(
     _kill_versions(probe, store, DUE)
     vacuum.step()
     assert _vacuums(probe, store.prefix.jobs) == vacuums + 1
+
+
+def test_a_new_holder_of_the_horizon_gets_a_vacuum_after_twice_as_many_versions(
+    database_dsn: str, store: PostgresStore, probe: Probe
+) -> None:
+    vacuum = JobsTableVacuum(store)
+    with _holding(database_dsn) as older:
+        probe.rows("SELECT pg_current_xact_id()")  # the newer snapshot's xmin is later
+        with _holding(database_dsn) as newer:
+            _kill_versions(probe, store, DUE)
+            vacuum.step()
+            assert (_vacuums(probe, store.prefix.jobs), store.vacuum_pace.futile) == (1, 1)
+            older.rollback()  # the newer snapshot still keeps every version, and now holds
+            _kill_versions(probe, store, DUE)
+            vacuum.step()  # it removed nothing: the next waits for twice as many versions
+            assert _vacuums(probe, store.prefix.jobs) == 1
+            _kill_versions(probe, store, DUE)
+            vacuum.step()
+            assert (_vacuums(probe, store.prefix.jobs), store.vacuum_pace.futile) == (2, 2)
+            newer.rollback()
 
 
 def test_a_worker_started_later_goes_on_from_the_last_vacuum(

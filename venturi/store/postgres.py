@@ -811,6 +811,13 @@ class PostgresStore:
         rows = self._run("dead_rows", {"table": self.prefix.jobs}, conn)
         return DeadRows(*rows[0]) if rows else None
 
+    def horizon_holder(self) -> str | None:
+        """The oldest transaction id seen holding back the database's xmin horizon, as
+        text (a session's snapshot or transaction, a slot, a prepared transaction), or
+        None when none is seen."""
+        value: str | None = self._run("horizon_holder")[0][0]
+        return value
+
     def vacuum_health(self, holders: int = HOLDERS_READ) -> VacuumHealth:
         """The jobs table's dead and live row versions and the oldest ``holders`` holders
         of the database's xmin horizon; what the role may not see reads as unknown."""

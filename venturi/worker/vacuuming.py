@@ -10,7 +10,10 @@ accumulated since the last vacuum; a vacuum already running (another worker's or
 autovacuum's) makes theirs return at once. While something holds back the xmin horizon
 a vacuum removes nothing and still reads the whole table and its indexes, so each one
 that removed less than half of the versions added before it doubles the count the next
-waits for, up to `MAX_DOUBLINGS` times; one that removes them starts afresh.
+waits for, up to `MAX_DOUBLINGS` times; one that removes them starts afresh. After such a
+vacuum none runs while the oldest holder of the horizon it met still holds: nothing that
+died since could be removed, and each would read the whole table and its indexes beside
+the claims.
 """
 
 from __future__ import annotations
@@ -83,6 +86,10 @@ class JobsTableVacuum:
         pace = self.store.vacuum_pace
         pace.left = min(pace.left, rows.dead)
         if self.due(rows, pace):
+            holder = self.store.horizon_holder()
+            if pace.futile and holder is not None and holder == pace.holder:
+                pace.seen = rows.dead  # still held: looked at again soon, for its release
+                return BUSY_LOOK
             try:
                 self.store.vacuum_jobs(self._hold)
             except StoreError:
@@ -93,6 +100,7 @@ class JobsTableVacuum:
             left = rows.dead if after is None else after.dead
             added, removed = rows.dead - pace.left, rows.dead - left
             pace.futile = pace.futile + 1 if 2 * removed < added else 0
+            pace.holder = holder if pace.futile else None
             pace.left = pace.seen = left
             return BUSY_LOOK
         growing, pace.seen = rows.dead > pace.seen or not self._looked, rows.dead
