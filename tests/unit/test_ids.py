@@ -86,14 +86,8 @@ def test_ids_are_ulids_of_the_wall_clock() -> None:
     assert before.milliseconds <= made.milliseconds <= ULID().milliseconds
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_child_does_not_continue_the_parents_sequence(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # One millisecond for parent and child: a child that kept the parent's last id
-    # would make exactly the id the parent makes next.
-    monkeypatch.setattr(ids._default, "clock", lambda: 1_700_000_000_000)
-    new_id()
+def _id_made_in_a_child() -> ULID:
+    """The next id a forked child of this process makes."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through the pipe
@@ -105,6 +99,18 @@ def test_a_forked_child_does_not_continue_the_parents_sequence(
     with os.fdopen(read, "rb") as pipe:
         child = ULID(pipe.read())
     os.waitpid(pid, 0)
+    return child
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_continue_the_parents_sequence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One millisecond for parent and child: a child that kept the parent's last id
+    # would make exactly the id the parent makes next.
+    monkeypatch.setattr(ids._default, "clock", lambda: 1_700_000_000_000)
+    new_id()
+    child = _id_made_in_a_child()
     assert child != new_id(), "the child made the parent's next id"
 
 
@@ -118,17 +124,7 @@ def test_a_forked_child_draws_random_bits_of_its_own(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(ids._default, "_last", 0)  # each millisecond here draws its bits
     new_id()
     now[0] += 1
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through the pipe
-        try:
-            os.write(write, new_id().bytes)
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        child = ULID(pipe.read())
-    os.waitpid(pid, 0)
+    child = _id_made_in_a_child()
     assert child != new_id(), "the child drew the parent's random bits"
 
 
