@@ -201,7 +201,7 @@ def plain_copy_data(ids: Iterable[ULID], jobs: Iterable[NewJob]) -> Iterator[byt
     kinds: dict[str, bytes] = {}
     start, length = _PLAIN_ROW_START.pack, _FIELD_LENGTH.pack
     parts = [_COPY_HEADER]
-    for job_id, job in zip(ids, jobs, strict=True):
+    for row, (job_id, job) in enumerate(zip(ids, jobs, strict=True), 1):
         kind = kinds.get(job.kind)
         if kind is None:
             encoded = job.kind.encode()
@@ -214,7 +214,7 @@ def plain_copy_data(ids: Iterable[ULID], jobs: Iterable[NewJob]) -> Iterator[byt
             _JSONB_VERSION,
             payload,
         )
-        if len(parts) >= 5 * _PLAIN_ROWS_PER_WRITE:
+        if row % _PLAIN_ROWS_PER_WRITE == 0:
             yield b"".join(parts)
             parts = []
     parts.append(_COPY_TRAILER)
