@@ -32,6 +32,7 @@ NOT_HOOKED: dict[str, str] = {
             "check_schema",
             "claimed_by",
             "find_stale",
+            "horizon_holder",
             "next_visible_at",
             "now",
             "ping",
