@@ -33,7 +33,6 @@ from venturi.store.failover import PrimaryWatch
 # psycopg's own default: a statement is prepared on its fifth run on a connection.
 PREPARE_THRESHOLD: Final = 5
 _BEGIN: Final = b"BEGIN"
-_IDLE: Final = pq.TransactionStatus.IDLE
 # For one transaction: its statements run with the plan made for any values, and never
 # compiled (a generic plan's estimates may pass jit_above_cost, and compiling such a
 # statement took 100-130 ms on every run, many times the run itself).
@@ -331,9 +330,8 @@ class _Lent:
     """`ConnectionPool.connection` without its generator and its usage statistics: every
     statement of the store takes its connection here, and the two nested generators it
     went through before (the pool's inside the store's) cost a single enqueue about 8 us
-    of client CPU. psycopg's connection context commits an open transaction, or on an
-    error rolls back (a no-op on an autocommit connection), before the connection goes
-    back; an idle connection goes straight back."""
+    of client CPU. psycopg's connection context commits, or on an error rolls back (a
+    no-op on an autocommit connection), before the connection goes back."""
 
     __slots__ = ("_conn", "_pool")
 
@@ -351,14 +349,10 @@ class _Lent:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        conn = self._conn
         try:
-            # On an idle connection that raised nothing psycopg's exit would only take
-            # the connection's lock to run a commit with nothing to commit.
-            if exc_type is not None or conn.pgconn.transaction_status != _IDLE:
-                conn.__exit__(exc_type, exc, traceback)
+            self._conn.__exit__(exc_type, exc, traceback)
         finally:
-            self._pool.putconn(conn)
+            self._pool.putconn(self._conn)
 
 
 def new_pool(
