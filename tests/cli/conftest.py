@@ -133,8 +133,14 @@ def settled_total(samples: Samples) -> float:
 def start_cli_process(
     args: list[str], cwd: Path, env: dict[str, str], log: Path
 ) -> subprocess.Popen[bytes]:
-    """`venturi ARGS` in a child process (for signals), its output in ``log``."""
-    code = "from venturi.cli import main; main()"
+    """`venturi ARGS` in a child process (for signals), its output in ``log``. The child
+    takes SIGINT as a terminal's Ctrl-C even when this run ignores it (a shell starts a
+    background job so, and Python raises KeyboardInterrupt only for a SIGINT that was
+    not ignored at its start)."""
+    code = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from venturi.cli import main; main()"
+    )
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-c", code, *args],
