@@ -173,6 +173,11 @@ def _compact_encoder() -> Callable[[Any], str]:
 _dumps: Final = _compact_encoder()
 
 
+def utf8_size(text: str) -> int:
+    """The bytes ``text`` takes in UTF-8; ASCII text is measured without encoding it."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
 def encode_json(value: Any, field: str = "payload", *, max_bytes: int | None = None) -> str:
     """Check ``value`` and return its compact JSON text (for a ``::jsonb`` parameter)."""
     try:
@@ -181,7 +186,7 @@ def encode_json(value: Any, field: str = "payload", *, max_bytes: int | None = N
         raise InvalidPayload(refused.message(field)) from None
     text = _dumps(value)
     if max_bytes is not None:
-        size = len(text.encode("utf-8"))
+        size = utf8_size(text)
         if size > max_bytes:
             raise InvalidPayload(f"{field} is {size} bytes of JSON; the limit is {max_bytes}")
     return text

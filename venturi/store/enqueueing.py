@@ -15,7 +15,7 @@ from ulid import ULID
 
 from venturi.errors import DuplicateJob, InvalidJob, InvalidPayload
 from venturi.models import JobStatus, NewJob
-from venturi.payload import encode_payload
+from venturi.payload import encode_payload, utf8_size
 from venturi.prefix import Prefix
 from venturi.store import sqlfiles
 from venturi.store.connections import returned_rows, statement_cursor
@@ -56,9 +56,7 @@ class Enqueuer:
         }
 
     def _check_size(self, job: NewJob) -> None:
-        text = job.payload_json
-        # ASCII text is a byte per character: measured without encoding it.
-        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+        size = utf8_size(job.payload_json)
         if size > self.max_payload_bytes:
             raise InvalidPayload(
                 f"payload of {job.kind!r} is {size} bytes of JSON; "
