@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
 
 from tests.dashboard.browser import browser, served
@@ -47,11 +46,12 @@ def notice(chrome: webdriver.Chrome) -> str:
 
 def _notice(chrome: webdriver.Chrome) -> str | None:
     """The notice's text, or None while there is none, or while the page it was found on
-    is being replaced (the action's redirect): the next try reads the new page."""
-    found = chrome.find_elements(By.ID, "notice")
+    is being replaced (the action's redirect; the element is then stale, or its node no
+    longer belongs to the document): the next try reads the new page."""
     try:
+        found = chrome.find_elements(By.ID, "notice")
         return str(found[0].text) if found else None
-    except StaleElementReferenceException:
+    except WebDriverException:
         return None
 
 
@@ -96,19 +96,25 @@ def test_filter_jobs_and_open_one(chrome: webdriver.Chrome, site: str, scene: Sc
 
 
 def click(chrome: webdriver.Chrome, label: str) -> None:
-    """Click the button and wait until its page is gone (the action's redirect), so that
-    a notice read next is the new page's, not the one the button was on."""
-    button = chrome.find_element(By.XPATH, f"//button[normalize-space()='{label}']")
-    button.click()
-    wait_until(lambda: _stale(button), 10, what=f"the page after {label!r}")
+    """Click the button and wait until its page has been replaced (the action's redirect)
+    and the next one has loaded, so that a notice read next is the new page's, not the one
+    the button was on. The page is marked before the click: a new page has a new window."""
+    chrome.execute_script("window.pageBeforeClick = true;")
+    chrome.find_element(By.XPATH, f"//button[normalize-space()='{label}']").click()
+    wait_until(lambda: _replaced(chrome), 10, what=f"the page after {label!r}")
 
 
-def _stale(element: WebElement) -> bool:
+def _replaced(chrome: webdriver.Chrome) -> bool:
+    """Whether the marked page is gone and its successor loaded. While the browser is
+    between the two, a script or an element may fail to answer; the next try asks again."""
     try:
-        element.is_enabled()
-    except StaleElementReferenceException:
-        return True
-    return False
+        return bool(
+            chrome.execute_script(
+                "return window.pageBeforeClick === undefined && document.readyState === 'complete';"
+            )
+        )
+    except WebDriverException:
+        return False
 
 
 def test_each_action_changes_the_tables_and_the_page(
