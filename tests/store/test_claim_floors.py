@@ -22,7 +22,7 @@ from tests.support import Probe, migrate_before, wait_until
 from venturi.models import SMALLINT_MIN, JobRecord, NewJob
 from venturi.prefix import Prefix
 from venturi.settlements import Claim, Settlement
-from venturi.store.floors import FLOORS_AFTER_HELD_DEAD_ROWS
+from venturi.store.floors import FLOORS_AFTER_HELD_DEAD_ROWS, FLOORS_HELD_AGE
 from venturi.store.postgres import PostgresStore
 
 LEASE = {"k": 60.0}
@@ -337,4 +337,29 @@ def test_claims_start_from_floors_sooner_once_a_vacuum_found_the_horizon_held(
         assert _names(switching.claim("w", LEASE, 1)) == ["probe"]
         assert bool(_floor_params(switching)["floor_kinds"]) == held
     finally:
+        switching.close()
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["nothing-held", "snapshot-held"])
+def test_claims_start_from_floors_at_once_while_an_old_snapshot_holds_the_horizon(
+    database_dsn: str, store: PostgresStore, held: bool
+) -> None:
+    """Before the statistics count a dead row version and before any vacuum: a snapshot
+    that other transactions have aged by `FLOORS_HELD_AGE` is enough."""
+    switching = PostgresStore.from_dsn(
+        database_dsn, store.prefix, pool_size=1, floors_after_dead_rows=10**9
+    )
+    holder = psycopg.connect(database_dsn)
+    holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    try:
+        if held:
+            holder.execute("SELECT 1")  # the transaction's snapshot is taken here
+        with psycopg.connect(database_dsn, autocommit=True) as other:
+            for _ in range(FLOORS_HELD_AGE):
+                other.execute("SELECT pg_current_xact_id()")  # one transaction id each
+        switching.enqueue(_job("probe"))
+        assert _names(switching.claim("w", LEASE, 1)) == ["probe"]
+        assert bool(_floor_params(switching)["floor_kinds"]) == held
+    finally:
+        holder.close()
         switching.close()

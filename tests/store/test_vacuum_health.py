@@ -56,6 +56,25 @@ def test_a_held_snapshot_is_reported_with_its_session_until_released(
     )
 
 
+def test_a_transaction_idle_after_a_write_is_a_holder_without_a_snapshot(
+    store: PostgresStore, database_dsn: str
+) -> None:
+    """At READ COMMITTED an idle transaction keeps no snapshot, but the transaction id of
+    its write holds the horizon as well: a vacuum keeps every version that died since."""
+    with psycopg.connect(database_dsn, application_name="writer") as conn:
+        conn.execute("SELECT pg_current_xact_id()")  # takes a transaction id, then idles
+        pid = conn.info.backend_pid
+        found = wait_until(
+            lambda: holder(store.vacuum_health(HOLDERS), pid), what="the writer among holders"
+        )
+        assert found.idle_in_transaction and found.xmin_age >= 0
+        conn.rollback()
+        wait_until(
+            lambda: holder(store.vacuum_health(HOLDERS), pid) is None,
+            what="the writer gone from the holders once it rolled back",
+        )
+
+
 def test_the_reading_session_itself_is_no_holder(store: PostgresStore) -> None:
     with store.connection() as conn:
         own = conn.info.backend_pid

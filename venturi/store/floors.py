@@ -40,8 +40,16 @@ FLOORS_AFTER_DEAD_ROWS: Final = 100_000
 # something holds the horizon, so no vacuum will remove the versions to come either),
 # claims start from floors from this many.
 FLOORS_AFTER_HELD_DEAD_ROWS: Final = 10_000
-# Seconds between looks at the dead row versions, from the claims.
-FLOORS_LOOK: Final = 1.0
+# Claims start from floors at once, whatever the statistics say, while the oldest holder
+# of the xmin horizon is this many transactions old: every row version that died since
+# it began stays, and so does its entry in the claim index, which index scans cannot
+# mark dead either. A queue's own transactions are a few transactions old at most (a
+# claim or settlement holds its snapshot for milliseconds); a held snapshot or slot
+# passes this within a second of a busy drain, before the statistics (reported at most
+# once a second) count what it kept, and before a vacuum could find it futile.
+FLOORS_HELD_AGE: Final = 100
+# Seconds between looks at the dead row versions and the horizon, from the claims.
+FLOORS_LOOK: Final = 0.25
 
 
 @attrs.frozen
@@ -115,8 +123,10 @@ class ClaimFloors:
 
 class FloorSwitch:
     """Whether claims start from floors: once the jobs table's dead row versions reach
-    ``after`` (0: always), or `FLOORS_AFTER_HELD_DEAD_ROWS` while the horizon is held, by
-    the server's statistics read at most every `FLOORS_LOOK` seconds. Thread-safe."""
+    ``after`` (0: always); or `FLOORS_AFTER_HELD_DEAD_ROWS` once the workers' vacuum
+    found the horizon held; or at once while the horizon's oldest holder is
+    `FLOORS_HELD_AGE` transactions old. Looked at every `FLOORS_LOOK` seconds at most.
+    Thread-safe."""
 
     def __init__(self, after: int) -> None:
         self.after = after
@@ -124,8 +134,8 @@ class FloorSwitch:
         self._next_look = 0.0
         self._on = after <= 0
 
-    def on(self, dead_row_versions: Callable[[], int | None], *, held: bool = False) -> bool:
-        """Whether to use floors now; ``dead_row_versions`` reads the statistics, and
+    def on(self, look: Callable[[], FloorLook | None], *, held: bool = False) -> bool:
+        """Whether to use floors now; ``look`` reads the statistics and the horizon, and
         ``held`` says whether the last vacuum found the horizon held."""
         if self.after <= 0:
             return True
@@ -134,7 +144,24 @@ class FloorSwitch:
             if now < self._next_look:
                 return self._on
             self._next_look = now + FLOORS_LOOK
-        dead = dead_row_versions()
-        after = min(self.after, FLOORS_AFTER_HELD_DEAD_ROWS) if held else self.after
-        self._on = dead is not None and dead >= after
+        self._on = self.decide(look(), held=held)
         return self._on
+
+    def decide(self, look: FloorLook | None, *, held: bool) -> bool:
+        """Whether ``look`` (None: no jobs table yet) calls for floors."""
+        if look is None:
+            return False
+        if look.holder_age is not None and look.holder_age >= FLOORS_HELD_AGE:
+            return True
+        after = min(self.after, FLOORS_AFTER_HELD_DEAD_ROWS) if held else self.after
+        return look.dead >= after
+
+
+@attrs.frozen
+class FloorLook:
+    """What `FloorSwitch` decides by (sql/floor_look.sql): the jobs table's dead row
+    versions by the server's statistics, and the age in transactions of the oldest
+    holder of the xmin horizon (None: none seen)."""
+
+    dead: int
+    holder_age: int | None

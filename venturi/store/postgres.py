@@ -74,7 +74,7 @@ from venturi.store.connections import (
 from venturi.store.dsn import Dsn
 from venturi.store.enqueueing import Enqueuer
 from venturi.store.failover import DatabaseServer, write_session_keywords
-from venturi.store.floors import FLOORS_AFTER_DEAD_ROWS, ClaimFloors, FloorSwitch
+from venturi.store.floors import FLOORS_AFTER_DEAD_ROWS, ClaimFloors, FloorLook, FloorSwitch
 from venturi.store.hooks import Settled, StoreHooks
 from venturi.store.ids import new_id, new_ids
 from venturi.store.notifier import PostgresNotifier
@@ -537,16 +537,17 @@ class PostgresStore:
         return floors.job_rows(rows, floor)
 
     def _floors_in_use(self, conn: psycopg.Connection[Any]) -> ClaimFloors | None:
-        """The store's claim floors (`venturi.store.floors`) while the jobs table holds
-        enough dead row versions for them to pay (read on ``conn``; fewer once the
-        workers' vacuum found the horizon held); else None, and they are forgotten: a
-        floor kept through a long pause would cost its first use."""
+        """The store's claim floors (`venturi.store.floors`) while they pay: the jobs
+        table holds enough dead row versions (read on ``conn``; fewer once the workers'
+        vacuum found the horizon held), or the horizon's oldest holder is old enough that
+        the versions dying now will stay. Else None, and they are forgotten: a floor kept
+        through a long pause would cost its first use."""
 
-        def dead_versions() -> int | None:
-            rows = self.dead_rows(conn)
-            return None if rows is None else rows.dead
+        def look() -> FloorLook | None:
+            rows = self._run("floor_look", {"table": self.prefix.jobs}, conn)
+            return FloorLook(*rows[0]) if rows else None
 
-        if self._floor_switch.on(dead_versions, held=self.vacuum_pace.futile > 0):
+        if self._floor_switch.on(look, held=self.vacuum_pace.futile > 0):
             return self.claim_floors
         self.claim_floors.forget()
         return None
