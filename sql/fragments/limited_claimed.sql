@@ -1,7 +1,8 @@
 -- Fragment {limited_claimed}: from the CTE `candidates` (id, kind, priority, visible_at,
 -- fair_tag) and `room`, the CTEs that claim each kind's best candidates up to its places (and
--- %(limit)s in all) for %(worker)s, and record them as the rate's starts at
--- statement_timestamp(): after the kinds' locks, so successive turns never go back in time.
+-- %(limit)s in all, a fair kind's in tag order: fragment fair_places) for %(worker)s, and
+-- record them as the rate's starts at statement_timestamp(): after the kinds' locks, so
+-- successive turns never go back in time.
 ranked AS (
     SELECT candidates.*,
            row_number() OVER (
@@ -11,12 +12,18 @@ ranked AS (
            ) AS nth
     FROM candidates
 ),
-picked AS (
-    SELECT ranked.id AS picked_id, room.lease
+placeable AS (
+    SELECT ranked.id, ranked.kind, ranked.priority, ranked.visible_at, ranked.fair_tag,
+           room.lease
     FROM ranked
     JOIN room ON room.kind = ranked.kind
     WHERE ranked.nth <= room.places
-    ORDER BY ranked.priority DESC, ranked.visible_at, ranked.id
+),
+{fair_places},
+picked AS (
+    SELECT placed.id AS picked_id, placed.lease
+    FROM placed
+    ORDER BY placed.priority DESC, placed.place_at, placed.place_id
     LIMIT %(limit)s
 ),
 claimed AS (

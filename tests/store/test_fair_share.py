@@ -163,6 +163,33 @@ def test_a_key_at_its_concurrency_limit_gives_its_turn_to_the_next(
     assert claimed_keys(store, 10, limited=frozenset({"r"})) == []
 
 
+@pytest.mark.parametrize("path", ["plain", "floored", "limited"])
+def test_a_claim_cut_by_its_limit_takes_a_fair_kinds_smallest_tags_not_its_oldest_jobs(
+    database_dsn: str, store: PostgresStore, path: str
+) -> None:
+    """Claimed beside another kind, a fair kind's share of the limit is decided by age
+    and filled in tag order: a late key's first job takes its turn ahead of the backlog's
+    next, however much older that is."""
+    limits: dict[str, Any] = {"concurrency": 100} if path == "limited" else {}
+    store.declare_kinds([KindLimits("r", fair=True, **limits), KindLimits("p", **limits)], "t")
+    store.enqueue_many(jobs("big", 10))
+    store.enqueue_many([NewJob("p", {"n": n}) for n in range(10)])
+    store.enqueue(NewJob("r", {"n": 0}, concurrency_key="late"))
+    claimer = PostgresStore.from_dsn(
+        database_dsn, store.prefix, pool_size=1, floors_after_dead_rows=0
+    )
+    try:
+        leases = {"r": 30.0, "p": 30.0}
+        limited = frozenset(leases) if path == "limited" else frozenset()
+        claiming = claimer if path == "floored" else store
+        taken = claiming.claim("w", leases, 4, limited=limited)
+    finally:
+        claimer.close()
+    # By age the fair kind's three oldest jobs come before the other kind's first.
+    assert Counter(j.kind for j in taken) == {"r": 3, "p": 1}
+    assert Counter(j.concurrency_key for j in taken if j.kind == "r") == {"big": 2, "late": 1}
+
+
 def test_a_fair_kind_with_a_concurrency_takes_turns_within_it(store: PostgresStore) -> None:
     fair(store, concurrency=4)
     store.enqueue_many(jobs("a", 100) + jobs("b", 2) + jobs("c", 2))
