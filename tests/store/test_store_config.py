@@ -27,6 +27,30 @@ def test_pool_size_caps_the_pool(database_dsn: str, prefix: str) -> None:
     assert store.pool.closed
 
 
+def test_the_pool_lends_the_connection_returned_last(database_dsn: str, prefix: str) -> None:
+    """One thread's statements one after another run on one server process, however many
+    connections the pool holds; the others keep the order they were returned in."""
+    store = PostgresStore.from_dsn(database_dsn, Prefix(prefix), pool_size=4)
+    try:
+        store.migrate()
+        pool = store.pool
+        first, second, third = pool.getconn(), pool.getconn(), pool.getconn()
+        for conn in (first, second, third):
+            pool.putconn(conn)
+        pids = set()
+        for _ in range(20):
+            store.enqueue(NewJob("k"))
+            with store.connections.connection() as conn:
+                pids.add(conn.info.backend_pid)
+        assert pids == {third.info.backend_pid}
+        taken = [pool.getconn() for _ in range(3)]
+        assert taken == [third, second, first]
+        for conn in taken:
+            pool.putconn(conn)
+    finally:
+        store.close()
+
+
 def test_a_borrowed_pool_works_and_is_never_closed(database_dsn: str, prefix: str) -> None:
     with ConnectionPool(database_dsn, min_size=1, max_size=2, open=True) as pool:
         store = PostgresStore.from_pool(pool, Prefix(prefix))
