@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from tests.support import Probe, migrate_before
+from tests.support import Probe, migrate_before, wait_until
 from venturi import ConfigurationError, NewJob, Queue
 from venturi.errors import UnknownKind
 from venturi.flow.limits import KindLimits, Rate
 from venturi.prefix import Prefix
+from venturi.store import copying
 from venturi.store.copying import COPY_MIN_JOBS
 from venturi.store.postgres import PostgresStore
 
@@ -280,12 +281,53 @@ def test_every_enqueue_path_tags_a_fair_kinds_jobs_and_only_them(
         flow.add_with("r", {"n": 4}, concurrency_key="graph", depends_on=[parent])
     queue.enqueue("other", {"n": 5})
     queue.enqueue_many([NewJob("other", {"n": n}) for n in range(COPY_MIN_JOBS)])
+    queue.enqueue_many([NewJob("other", {"n": n}) for n in range(COPY_MIN_JOBS)] + jobs("mixed", 2))
     rows = dict(probe.rows("SELECT kind, count(*) FROM {jobs} WHERE fair_tag IS NULL GROUP BY 1"))
-    assert rows == {"other": COPY_MIN_JOBS + 1}
+    assert rows == {"other": 2 * COPY_MIN_JOBS + 1}
     spacing = probe.rows(
         "SELECT max(fair_tag) - min(fair_tag) FROM {jobs} WHERE concurrency_key = 'copied'"
     )
     assert spacing == [(COPY_MIN_JOBS - 1.0,)]
+
+
+def test_a_kind_turning_fair_while_a_copy_prepares_tags_the_copys_jobs(
+    database_dsn: str, store: PostgresStore, probe: Probe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A COPY reads which of its kinds are fair before it writes. A declaration turning
+    one fair in between waits for the COPY's transaction (the jobs table's lock is taken
+    before that read), then tags the COPY's jobs with the ones written before."""
+    declarer = PostgresStore.from_dsn(database_dsn, store.prefix, pool_size=2)
+    declarations: list[threading.Thread] = []
+    read_fairness = copying._fair_tags
+
+    def declared_in_between(*args: Any) -> list[float | None]:
+        declaration = threading.Thread(target=fair, args=(declarer,))
+        declaration.start()
+        declarations.append(declaration)
+        wait_until(
+            lambda: not declaration.is_alive() or lock_waits(probe),
+            what="the declaration to end or to wait for a lock",
+        )
+        return read_fairness(*args)
+
+    monkeypatch.setattr(copying, "_fair_tags", declared_in_between)
+    try:
+        store.enqueue_many(jobs("copied", COPY_MIN_JOBS))
+        [declaration] = declarations
+        declaration.join(timeout=30)
+    finally:
+        declarer.close()
+    assert probe.rows("SELECT count(*) FROM {kinds} WHERE fair") == [(1,)]
+    assert probe.rows("SELECT count(*) FROM {jobs} WHERE fair_tag IS NULL") == [(0,)]
+
+
+def lock_waits(probe: Probe) -> bool:
+    """Whether a session of this database waits to lock a table."""
+    rows = probe.rows(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    return bool(rows[0][0])
 
 
 def test_a_single_enqueue_tags_its_job_after_its_keys_latest_and_never_before_the_due_front(

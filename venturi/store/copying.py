@@ -6,7 +6,7 @@ formats the later ones. It cannot compute a value (a delay in database time) nor
 so it takes only jobs due now without a dedup key or parents (`copyable`), and the
 notification of each kind follows in the same transaction (notify_kinds.sql). The jobs of
 a fair kind carry their tags in the COPY data, computed here from what fair_bases.sql
-returns, in the same round trip as the notification.
+returns, in one more round trip for a batch with a fair kind.
 """
 
 from __future__ import annotations
@@ -109,18 +109,19 @@ def copy_jobs(
     """
     kinds = list(dict.fromkeys(job.kind for job in jobs))
     with conn.cursor(row_factory=tuple_row) as cur:
-        # The notification first, pipelined with the BEGIN: one round trip for both, and
-        # like every notification it is delivered only if the transaction commits.
-        # (psycopg's transaction() would keep the pipeline open, and a pipeline has no
-        # COPY, so this transaction is begun and ended by hand.)
+        # The lock and the notification first, pipelined with the BEGIN: one round trip
+        # for all three, and like every notification it is delivered only if the
+        # transaction commits. (psycopg's transaction() would keep the pipeline open,
+        # and a pipeline has no COPY, so this transaction is begun and ended by hand.)
         with conn.pipeline():
             if own_transaction:
                 cur.execute(_BEGIN)
-            cur.execute(sqlfiles.statement("notify_kinds", prefix), {"kinds": kinds})
-            bases = conn.cursor(row_factory=tuple_row)
-            bases.execute(sqlfiles.statement("fair_bases", prefix), _distinct_keys(jobs))
+            cur.execute(sqlfiles.statement("copy_lock", prefix))
+            notified = conn.cursor(row_factory=tuple_row)
+            notified.execute(sqlfiles.statement("notify_kinds", prefix), {"kinds": kinds})
         try:
-            tags = _fair_tags(jobs, bases.fetchall())
+            fair = {kind for kind, is_fair, _ in notified.fetchall() if is_fair}
+            tags = _fair_tags(cur, prefix, jobs, fair)
             _copy_rows(cur, prefix, ids, jobs, tags)
         except BaseException:
             if own_transaction and not conn.closed:
@@ -140,12 +141,22 @@ def _distinct_keys(jobs: Sequence[NewJob]) -> dict[str, list[Any]]:
     }
 
 
-def _fair_tags(jobs: Sequence[NewJob], bases: Sequence[tuple[Any, ...]]) -> list[float | None]:
-    """Each job's fair-share tag (None for a kind that is not fair): its key's first tag,
-    then one step more for each earlier job of the key in the batch (fragment fair_tags)."""
-    if not bases:
+def _fair_tags(
+    cur: psycopg.Cursor[Any], prefix: Prefix, jobs: Sequence[NewJob], fair: set[str]
+) -> list[float | None]:
+    """Each job's fair-share tag (None for a kind that is not in ``fair``): its key's
+    first tag, then one step more for each earlier job of the key in the batch (fragment
+    fair_tags). A batch of no fair kind reads nothing: fair_bases.sql took more than
+    its COPY's every other statement together to plan."""
+    if not fair:
         return [None] * len(jobs)
-    following = {(kind, priority, key): [first, step] for kind, priority, key, first, step in bases}
+    cur.execute(
+        sqlfiles.statement("fair_bases", prefix),
+        _distinct_keys([job for job in jobs if job.kind in fair]),
+    )
+    following = {
+        (kind, priority, key): [first, step] for kind, priority, key, first, step in cur.fetchall()
+    }
     tags: list[float | None] = []
     for job in jobs:
         base = following.get((job.kind, job.priority, job.concurrency_key))
