@@ -155,15 +155,16 @@ def test_a_plain_batch_over_several_buffers_stores_every_id_kind_and_payload_exa
     store: PostgresStore, probe: Probe, statements: Statements
 ) -> None:
     # The COPY data of a plain batch is formatted by venturi, a buffer per
-    # _PLAIN_ROWS_PER_WRITE rows: rows on both sides of each boundary, kinds taking
-    # turns, and payloads whose text is not ASCII or needs escaping.
+    # _COPY_WRITE_BYTES or so: rows on both sides of each boundary, kinds taking
+    # turns, rows larger than a buffer, and payloads whose text is not ASCII or needs
+    # escaping.
     texts = ["", "é", "日本語", "\U0001f600", 'quote " and \\ back', "line\nbreak", "\u2028"]
     jobs = [
         NewJob(
             ("copy.a", "copy.b", "copy.c/long.kind-name")[n % 3],
             {"n": n, "text": texts[n % len(texts)], "nested": {"list": [n, None, 1.5, True]}}
             if n % 5
-            else {},
+            else {"long": "é" * (n % 700)},
         )
         for n in range(2_500)
     ]
