@@ -129,8 +129,10 @@ def copy_jobs(
             notified.execute(sqlfiles.statement("notify_kinds", prefix), {"kinds": kinds})
         try:
             fair = {kind for kind, is_fair, _ in notified.fetchall() if is_fair}
-            tags = _fair_tags(cur, prefix, jobs, fair)
-            _copy_rows(cur, prefix, ids, jobs, tags)
+            if not fair and all(map(_plain, jobs)):
+                _copy_plain_rows(cur, prefix, ids, jobs)
+            else:
+                _copy_rows(cur, prefix, ids, jobs, _fair_tags(cur, prefix, jobs, fair))
         except BaseException:
             if own_transaction and not conn.closed:
                 conn.rollback()
@@ -176,6 +178,17 @@ def _fair_tags(
     return tags
 
 
+def _copy_plain_rows(
+    cur: psycopg.Cursor[Any], prefix: Prefix, ids: Sequence[ULID], jobs: Sequence[NewJob]
+) -> None:
+    """COPY a batch whose jobs all take the defaults and no fair tag: a third fewer bytes
+    to format, send and parse per row (the common batch), formatted here in one pass
+    rather than field by field through dumpers."""
+    with cur.copy(sqlfiles.statement("copy_plain_jobs", prefix)) as copy:
+        for data in plain_copy_data(ids, jobs):
+            copy.write(data)
+
+
 def _copy_rows(
     cur: psycopg.Cursor[Any],
     prefix: Prefix,
@@ -183,16 +196,10 @@ def _copy_rows(
     jobs: Sequence[NewJob],
     tags: Sequence[float | None],
 ) -> None:
+    """COPY every column of copy_jobs.sql, fair tags included, through psycopg's dumpers."""
     # On this cursor only: by type oid, used by COPY's set_types and nowhere else.
     cur.adapters.register_dumper(None, _UlidDumper)
     cur.adapters.register_dumper(None, _JsonTextDumper)
-    if all(tag is None for tag in tags) and all(map(_plain, jobs)):
-        # A third fewer bytes to format, send and parse per row (the common batch), and
-        # formatted here in one pass rather than field by field through dumpers.
-        with cur.copy(sqlfiles.statement("copy_plain_jobs", prefix)) as copy:
-            for data in plain_copy_data(ids, jobs):
-                copy.write(data)
-        return
     with cur.copy(sqlfiles.statement("copy_jobs", prefix)) as copy:
         copy.set_types(_COLUMN_TYPES)
         write = copy.write_row
