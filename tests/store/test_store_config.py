@@ -10,7 +10,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from tests.support import wait_until
-from venturi.errors import StoreUnavailable
+from venturi.errors import StoreError, StoreUnavailable
 from venturi.models import NewJob
 from venturi.prefix import Prefix
 from venturi.settlements import Claim, Settlement
@@ -48,6 +48,46 @@ def test_the_pool_lends_the_connection_returned_last(database_dsn: str, prefix: 
         for conn in taken:
             pool.putconn(conn)
     finally:
+        store.close()
+
+
+def test_a_checkout_ends_what_its_user_left_open_and_maps_database_errors(
+    database_dsn: str, prefix: str
+) -> None:
+    """A transaction left open in a checkout commits when the block ends and rolls back
+    when it raises; a database error leaves as venturi's, anything else as it is, and
+    every connection goes back to the pool idle."""
+    store = PostgresStore.from_dsn(database_dsn, Prefix(prefix), pool_size=1)
+    committed, rolled_back = f"{prefix}_committed", f"{prefix}_rolled_back"
+
+    def tables() -> set[str]:
+        with psycopg.connect(database_dsn) as conn:
+            rows = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE tablename = ANY(%s)",
+                ([committed, rolled_back],),
+            ).fetchall()
+        return {name for (name,) in rows}
+
+    try:
+        with store.connections.connection() as conn:
+            conn.execute("BEGIN")
+            conn.execute(f"CREATE TABLE {committed} ()")
+        with pytest.raises(RuntimeError, match="the user's own"):
+            with store.connections.connection() as conn:
+                conn.execute("BEGIN")
+                conn.execute(f"CREATE TABLE {rolled_back} ()")
+                raise RuntimeError("the user's own")
+        with pytest.raises(StoreError) as raised:
+            with store.connections.connection() as conn:
+                conn.execute("SELECT 1 / 0")
+        assert isinstance(raised.value.__cause__, psycopg.errors.DivisionByZero)
+        assert tables() == {committed}
+        with store.connections.connection() as conn:
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert store.pool.get_stats()["pool_available"] == 1
+    finally:
+        with psycopg.connect(database_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {committed}, {rolled_back}")
         store.close()
 
 

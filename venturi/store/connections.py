@@ -33,6 +33,7 @@ from venturi.store.failover import PrimaryWatch
 # psycopg's own default: a statement is prepared on its fifth run on a connection.
 PREPARE_THRESHOLD: Final = 5
 _BEGIN: Final = b"BEGIN"
+_IDLE: Final = pq.TransactionStatus.IDLE
 # For one transaction: its statements run with the plan made for any values, and never
 # compiled (a generic plan's estimates may pass jit_above_cost, and compiling such a
 # statement took 100-130 ms on every run, many times the run itself).
@@ -216,34 +217,44 @@ class Connections:
                 "new Queue in the child (for gunicorn, in a post_fork hook)"
             )
 
-    @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         """A connection for one statement or transaction. Errors become venturi's
-        (`retrying.store_error`): outages, pool exhaustion and other passing failures
-        `StoreUnavailable`, a missing table `SchemaError`, anything else `StoreError`. A
-        unique violation stays raw for the store's dedup handling."""
+        (`raise_mapped`)."""
         self.check_process()
         pool = self._pool
-        lent = _Lent(pool) if pool is not None else self.source.connection()
+        return _Lent(self, pool) if pool is not None else self._borrowed()
+
+    @contextmanager
+    def _borrowed(self) -> Iterator[psycopg.Connection[Any]]:
         try:
-            with lent as conn:
+            with self.source.connection() as conn:
                 yield conn
-        except PoolTimeout as exc:
+        except BaseException as exc:
+            self.raise_mapped(exc)
+            raise
+
+    def raise_mapped(self, exc: BaseException) -> None:
+        """Raise venturi's error for ``exc``, met on a checkout (`retrying.store_error`):
+        outages, pool exhaustion and other passing failures `StoreUnavailable`, a missing
+        table `SchemaError`, any other database error `StoreError`. Anything else, and a
+        unique violation (the store's own callers read it: a dedup key taken by a racing
+        enqueue), is left to propagate as it is."""
+        pool = self._pool
+        if isinstance(exc, PoolTimeout):
             raise StoreUnavailable(
                 f"no database connection within {self.timeout:g}s "
                 f"({redact_dsn(self.target.text)}): {self._why_no_connection()}"
             ) from exc
-        except errors.UniqueViolation:
-            raise  # the store's own callers read it (a dedup key taken by a racing enqueue)
-        except psycopg.Error as exc:
-            if pool is not None and self.watch.noticed(pool, exc):
-                pass  # the server is read-only: every connection was dropped
-            elif pool is not None and retrying.outcome_unknown(exc):
-                # After a server restart every idle pooled connection is dead, and each
-                # would fail one request in turn (a worker backing off between claims
-                # would need a minute to get through them); test and replace them now.
-                pool.check()
-            raise retrying.store_error(exc) from exc
+        if not isinstance(exc, psycopg.Error) or isinstance(exc, errors.UniqueViolation):
+            return
+        if pool is not None and self.watch.noticed(pool, exc):
+            pass  # the server is read-only: every connection was dropped
+        elif pool is not None and retrying.outcome_unknown(exc):
+            # After a server restart every idle pooled connection is dead, and each
+            # would fail one request in turn (a worker backing off between claims
+            # would need a minute to get through them); test and replace them now.
+            pool.check()
+        raise retrying.store_error(exc) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -327,21 +338,29 @@ def _conninfo(source: Source) -> str:
 
 
 class _Lent:
-    """`ConnectionPool.connection` without its generator and its usage statistics: every
-    statement of the store takes its connection here, and the two nested generators it
-    went through before (the pool's inside the store's) cost a single enqueue about 8 us
-    of client CPU. psycopg's connection context commits, or on an error rolls back (a
-    no-op on an autocommit connection), before the connection goes back."""
+    """`Connections.connection` from a pool: `ConnectionPool.connection` without its
+    generator and its usage statistics, and with the store's error mapping without a
+    generator of its own. Every statement of the store takes its connection here: the
+    three nested generators it went through before (the pool's inside the store's) cost
+    a single enqueue about 10 us of client CPU. Like psycopg's connection context it
+    commits, or on an error rolls back, before the connection goes back; on an
+    autocommit connection with no transaction open (the common case) there is nothing
+    to end, and psycopg's commit, which finds that out under a lock, is skipped."""
 
-    __slots__ = ("_conn", "_pool")
+    __slots__ = ("_conn", "_connections", "_pool")
 
-    def __init__(self, pool: ConnectionPool[Any]) -> None:
+    def __init__(self, connections: Connections, pool: ConnectionPool[Any]) -> None:
+        self._connections = connections
         self._pool = pool
 
     def __enter__(self) -> psycopg.Connection[Any]:
-        conn: psycopg.Connection[Any] = self._pool.getconn()
+        try:
+            conn: psycopg.Connection[Any] = self._pool.getconn()
+        except BaseException as exc:
+            self._connections.raise_mapped(exc)
+            raise
         self._conn = conn
-        return conn.__enter__()
+        return conn
 
     def __exit__(
         self,
@@ -349,10 +368,18 @@ class _Lent:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        conn = self._conn
         try:
-            self._conn.__exit__(exc_type, exc, traceback)
-        finally:
-            self._pool.putconn(self._conn)
+            try:
+                if exc is not None or conn.pgconn.transaction_status != _IDLE:
+                    conn.__exit__(exc_type, exc, traceback)
+            finally:
+                self._pool.putconn(conn)
+        except BaseException as ending:  # the commit or the rollback failed
+            self._connections.raise_mapped(ending)
+            raise
+        if exc is not None:
+            self._connections.raise_mapped(exc)
 
 
 class LastReturnedFirstPool(ConnectionPool[Any]):
