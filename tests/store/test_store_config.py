@@ -72,14 +72,15 @@ def test_a_checkout_ends_what_its_user_left_open_and_maps_database_errors(
         with store.connections.connection() as conn:
             conn.execute("BEGIN")
             conn.execute(f"CREATE TABLE {committed} ()")
-        with pytest.raises(RuntimeError, match="the user's own"):
-            with store.connections.connection() as conn:
-                conn.execute("BEGIN")
-                conn.execute(f"CREATE TABLE {rolled_back} ()")
-                raise RuntimeError("the user's own")
-        with pytest.raises(StoreError) as raised:
-            with store.connections.connection() as conn:
-                conn.execute("SELECT 1 / 0")
+        with (
+            pytest.raises(RuntimeError, match="the user's own"),
+            store.connections.connection() as conn,
+        ):
+            conn.execute("BEGIN")
+            conn.execute(f"CREATE TABLE {rolled_back} ()")
+            raise RuntimeError("the user's own")
+        with pytest.raises(StoreError) as raised, store.connections.connection() as conn:
+            conn.execute("SELECT 1 / 0")
         assert isinstance(raised.value.__cause__, psycopg.errors.DivisionByZero)
         assert tables() == {committed}
         with store.connections.connection() as conn:
