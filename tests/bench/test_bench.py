@@ -263,6 +263,26 @@ def test_a_zero_backlog_drops_the_backlog_workload(database_dsn: str) -> None:
     assert set(json.loads(result.stdout)["series"]) == ENQUEUE_SERIES
 
 
+def test_latency_samples_sets_how_many_jobs_each_latency_times(
+    database_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ["--dsn", database_dsn, "--quick", "--json", "--rounds", "1", "--jobs", "50"]
+    timed: list[int] = []
+    original = bench_workloads.latency_figures
+
+    def counted(series: str, ledger: Any, committed: list[float]) -> dict[str, float]:
+        timed.append(len(committed))
+        return original(series, ledger, committed)
+
+    monkeypatch.setattr(bench_workloads, "latency_figures", counted)
+    result = CliRunner().invoke(
+        bench_command, [*args, "--workload", "held-horizon", "--latency-samples", "12"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["settings"]["latency_samples"] == 12
+    assert timed == [12, 12]  # the unheld side's and the held snapshot's
+
+
 def test_venturi_bench_takes_the_groups_dsn(database_dsn: str) -> None:
     args = ["--dsn", database_dsn, "bench", "--quick", "--json", "--workload", "enqueue"]
     result = CliRunner().invoke(build_cli(), [*args, "--rounds", "1"])

@@ -409,6 +409,13 @@ def _processes(value: str | None) -> list[int]:
     "by a standby this bench copies with pg_basebackup, runs with hot_standby_feedback and "
     "stops (needs PostgreSQL's programs here and replication access to the server).",
 )
+@click.option(
+    "--latency-samples",
+    type=click.IntRange(10),
+    help="Jobs timed from commit to handler start in each latency measurement (default "
+    "250): more samples make a p99 less a matter of whether a checkpoint's sync fell in "
+    "the measurement.",
+)
 @click.option("--fillfactor", type=click.IntRange(10, 100), help="Jobs table fillfactor.")
 @click.option(
     "--compare-unprepared",
@@ -434,6 +441,7 @@ def bench_command(
     soak_seconds: float | None,
     held_rounds: int | None,
     held_slot: bool,
+    latency_samples: int | None,
     fillfactor: int | None,
     compare_unprepared: bool,
     as_json: bool,
@@ -481,6 +489,7 @@ def bench_command(
             "soak_seconds": soak_seconds,
             "held_rounds": held_rounds,
             "held_slot": held_slot or None,
+            "latency_samples": latency_samples,
             "compare_unprepared": compare_unprepared or None,
         }.items()
         if value is not None
