@@ -338,13 +338,14 @@ def _conninfo(source: Source) -> str:
 
 
 class _Lent:
-    """`Connections.connection` from a pool: `ConnectionPool.connection` without its
-    generator and its usage statistics, and with the store's error mapping without a
-    generator of its own. Every statement of the store takes its connection here: the
-    three nested generators it went through before (the pool's inside the store's) cost
-    a single enqueue about 10 us of client CPU. Like psycopg's connection context it
-    commits, or on an error rolls back, before the connection goes back; on an
-    autocommit connection with no transaction open (the common case) there is nothing
+    """`Connections.connection` from a pool, as one object: psycopg_pool's connection
+    context without its generator and its usage statistics, with the store's error
+    mapping. Every statement of the store checks out here. A checkout and return take
+    3.9 us of client CPU in a tight loop; with a generator for the error mapping around
+    it, 6.3 us, and with the pool's own generator too, more again (and several times
+    that between round trips, where the caches are cold). Like psycopg's connection
+    context it commits, or on an error rolls back, before the connection goes back; on
+    an autocommit connection with no transaction open (the common case) there is nothing
     to end, and psycopg's commit, which finds that out under a lock, is skipped."""
 
     __slots__ = ("_conn", "_connections", "_pool")
