@@ -129,7 +129,7 @@ def execute_generic(
     pipeline). On a connection that prepares nothing (behind a pooling proxy) every
     statement is planned afresh anyway, and in a caller's transaction the setting would
     outlive the statement: there it runs as `execute` would."""
-    idle = conn.info.transaction_status == pq.TransactionStatus.IDLE
+    idle = conn.info.transaction_status == _IDLE
     if conn.prepare_threshold is None or not conn.autocommit or not idle:
         return execute(conn, statement, params, prepare=True)
     cur = statement_cursor(conn)
@@ -219,7 +219,10 @@ class Connections:
 
     def connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         """A connection for one statement or transaction. Errors become venturi's
-        (`raise_mapped`)."""
+        (`retrying.store_error`): outages, pool exhaustion and other passing failures
+        `StoreUnavailable`, a missing table `SchemaError`, any other database error
+        `StoreError`. A unique violation stays raw for the store's dedup handling, and
+        anything that is not a database error passes as it is."""
         self.check_process()
         pool = self._pool
         return _Lent(self, pool) if pool is not None else self._borrowed()
@@ -230,15 +233,13 @@ class Connections:
             with self.source.connection() as conn:
                 yield conn
         except BaseException as exc:
-            self.raise_mapped(exc)
+            self._raise_mapped(exc)
             raise
 
-    def raise_mapped(self, exc: BaseException) -> None:
-        """Raise venturi's error for ``exc``, met on a checkout (`retrying.store_error`):
-        outages, pool exhaustion and other passing failures `StoreUnavailable`, a missing
-        table `SchemaError`, any other database error `StoreError`. Anything else, and a
-        unique violation (the store's own callers read it: a dedup key taken by a racing
-        enqueue), is left to propagate as it is."""
+    def _raise_mapped(self, exc: BaseException) -> None:
+        """Raise venturi's error for ``exc``, met on a checkout, as `connection` says;
+        return if ``exc`` stays as it is (the store's own callers read a unique
+        violation: a dedup key taken by a racing enqueue)."""
         pool = self._pool
         if isinstance(exc, PoolTimeout):
             raise StoreUnavailable(
@@ -358,7 +359,7 @@ class _Lent:
         try:
             conn: psycopg.Connection[Any] = self._pool.getconn()
         except BaseException as exc:
-            self._connections.raise_mapped(exc)
+            self._connections._raise_mapped(exc)
             raise
         self._conn = conn
         return conn
@@ -377,10 +378,10 @@ class _Lent:
             finally:
                 self._pool.putconn(conn)
         except BaseException as ending:  # the commit or the rollback failed
-            self._connections.raise_mapped(ending)
+            self._connections._raise_mapped(ending)
             raise
         if exc is not None:
-            self._connections.raise_mapped(exc)
+            self._connections._raise_mapped(exc)
 
 
 class LastReturnedFirstPool(ConnectionPool[Any]):
